@@ -34,7 +34,7 @@ const hardwareProfiles = `{"version": 1, "hardwareProfiles": {
 const joinsAsNode = `{"id": "joins-as-node", "version": 1, "target": "metal",
   "hostConfig": {"nvidia-driver": {"branch": "580"}, "hugepages": {"pages2m": 512}},
   "steps": [{"use": "wait.agentJoined", "with": {"role": "node"}, "timeout": "2m"},
-            {"use": "metal.revokeIdentity", "when": "retiring"}]}`
+            {"use": "wait.generationObserved", "when": "retiring"}]}`
 
 const neverJoins = `{"id": "never-joins", "version": 1, "target": "metal",
   "steps": [{"use": "wait.agentJoined", "with": {"role": "node"}, "timeout": "1s"}]}`
@@ -149,7 +149,7 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 		"workflow * deploying joins-as-node@1 on node " + node.ID,
 		"steps[0] wait.agentJoined control-plane running",
 		"steps[0] wait.agentJoined control-plane succeeded *",
-		"steps[1] metal.revokeIdentity control-plane skipped (when retiring does not hold for the node's labels)",
+		"steps[1] wait.generationObserved control-plane skipped (when retiring does not hold for the node's labels)",
 		"workflow * succeeded; node " + node.ID + " is active",
 	}
 	if diff := cmp.Diff(want, followLines(res.Stdout)); diff != "" {

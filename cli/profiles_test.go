@@ -193,7 +193,7 @@ func tenantConf(t *testing.T, admin, tenant, actions string) string {
 
 // eraser is a profile a hostile tenant would like other tenants to run.
 func eraser(id string, version int) string {
-	return fmt.Sprintf(`{"id":%q,"version":%d,"target":"metal","steps":[{"use":"metal.ensureRamdisk"},{"use":"disk.wipe","with":{"mode":"crypto-erase"}},{"use":"metal.revokeIdentity"}]}`, id, version)
+	return fmt.Sprintf(`{"id":%q,"version":%d,"target":"metal","steps":[{"use":"metal.ensureRamdisk"},{"use":"disk.wipe","with":{"mode":"crypto-erase"}},{"use":"power.setPower","with":{"action":"off"}}]}`, id, version)
 }
 
 // A tenant can neither take a shipped id nor make what another tenant's bare profile

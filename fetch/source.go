@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/better-compute/better-compute/proto"
@@ -146,8 +145,7 @@ func checkPort(port string, present bool) error {
 	if !present && port == "" {
 		return nil
 	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n < 1 || n > 65535 || port[0] == '0' {
+	if !proto.IsPort(port) {
 		return fmt.Errorf("source port %q is not 1 to 65535", port)
 	}
 	return nil

@@ -27,6 +27,16 @@ type sourcePattern struct {
 	port string
 }
 
+// IsPort reports whether s is a TCP port as a URL writes it: 1 to 65535 in decimal,
+// without sign or leading zero. A port is held to it alike where an image source is
+// registered (registry/image), fetched (fetch) and allowed (a site's image sources): a
+// port the catalog took and the fetch refused ("0443") made an image that registered
+// and never fetched.
+func IsPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 1 && n <= 65535 && strconv.Itoa(n) == s
+}
+
 // parseSourcePattern reads HOST, HOST:PORT, *.DOMAIN or *.DOMAIN:PORT, where HOST is a
 // lower-case host name, an IPv4 address or a bracketed IPv6 address.
 func parseSourcePattern(s string) (sourcePattern, error) {
@@ -50,8 +60,7 @@ func parseSourcePattern(s string) (sourcePattern, error) {
 	}
 	p := sourcePattern{port: "443"}
 	if port != "" || strings.HasSuffix(s, ":") {
-		n, err := strconv.Atoi(port)
-		if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		if !IsPort(port) {
 			return sourcePattern{}, bad
 		}
 		p.port = port

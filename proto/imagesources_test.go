@@ -167,3 +167,16 @@ func FuzzImageSources(f *testing.F) {
 		}
 	})
 }
+
+// TestIsPort: a port is 1 to 65535 as strconv.Itoa writes it, the one rule of the
+// catalog, the fetch and a site's image sources.
+func TestIsPort(t *testing.T) {
+	for s, want := range map[string]bool{
+		"1": true, "443": true, "8443": true, "65535": true,
+		"": false, "0": false, "0443": false, "00": false, "+443": false, "-1": false, "65536": false, "4 43": false, "443a": false, "99999999999999999999": false,
+	} {
+		if got := IsPort(s); got != want {
+			t.Errorf("IsPort(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/better-compute/better-compute/proto"
@@ -87,14 +86,15 @@ func ParseSource(s string) (Source, error) {
 	return Source{Scheme: "https", Host: u.Host, Path: path}, nil
 }
 
-// checkPort refuses a port outside 1 to 65535 in host[:port].
+// checkPort refuses in host[:port] a port that is not 1 to 65535 written without leading
+// zero (proto.IsPort), as the fetch of the source refuses it.
 func checkPort(host string) error {
 	i := strings.LastIndexByte(host, ':')
 	if i < 0 || strings.HasSuffix(host, "]") {
 		return nil
 	}
-	if p, err := strconv.Atoi(host[i+1:]); err != nil || p < 1 || p > 65535 {
-		return fmt.Errorf("port %q: use 1 to 65535", host[i+1:])
+	if port := host[i+1:]; !proto.IsPort(port) {
+		return fmt.Errorf("port %q: use 1 to 65535, without leading zero", port)
 	}
 	return nil
 }

@@ -457,7 +457,7 @@ func withWipeMode(p *profile.Profile, mode string) (*profile.Profile, error) {
 // state the request's success leaves it in (or into the next request of its chain), or
 // to failed with the state it failed from and the failure. A release or commissioning
 // whose disk wipe is not attested fails with UNVERIFIED_WIPE instead of becoming ready;
-// a retire retires, recording such a wipe.
+// a retire retires, keeping such a wipe as its metal.revokeIdentity recorded it.
 func (s *Service) ended(tx *store.Tx, run store.Run) error {
 	node, err := tx.Node(run.Node)
 	if err != nil {
@@ -500,7 +500,9 @@ func (s *Service) ended(tx *store.Tx, run store.Run) error {
 		return s.deployEnded(tx, run)
 	case Retire:
 		_, err := updateNode(tx, node.ID, func(n *store.Node) error {
-			n.State, n.UnverifiedWipe, n.Role, n.Profile, n.Host = store.NodeRetired, wipe, "", nil, nil
+			// The node keeps the wipe its identity's revocation recorded (revokeIdentity):
+			// a retry of a retire that revoked it could not wipe.
+			n.State, n.Role, n.Profile, n.Host = store.NodeRetired, "", nil, nil
 			return nil
 		})
 		return err

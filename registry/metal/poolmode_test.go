@@ -3,6 +3,7 @@ package metal
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -209,6 +210,30 @@ func (mintingRamdisk) Prepare(tx *store.Tx, node store.Node, run string) (proto.
 
 func (mintingRamdisk) Joinable(context.Context, string) error { return nil }
 
+// revokedThenFailed retires node, whose metal.revokeIdentity succeeds and whose cleanup
+// fails, and returns that retire's run: the node is failed from retiring with its
+// identity revoked. From then on, the site's cleanup works, each ramdisk boot's join
+// token is minted as the registry does (none, the identity revoked), and the retire's
+// ramdisk is gone: it joined before the machine was powered off.
+func (h *harness) revokedThenFailed(node string) store.Run {
+	h.t.Helper()
+	h.machine.answers[proto.CommandBootCleanUp] = func(json.RawMessage) (json.RawMessage, error) {
+		return nil, proto.Errorf(proto.Unavailable, "the site's TFTP directory is read-only")
+	}
+	run, _, err := h.act(node, Retire, Options{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	run, n := h.end(run.ID)
+	if n.State != store.NodeFailed || n.FailedFrom != store.NodeRetiring || n.IdentityRevokedAt.IsZero() || run.Failure.Step != "cleanup[0]" {
+		h.t.Fatalf("the retire: node %s from %s, identity revoked at %v, failure %+v", n.State, n.FailedFrom, n.IdentityRevokedAt, run.Failure)
+	}
+	delete(h.machine.answers, proto.CommandBootCleanUp)
+	h.svc.cfg.Ramdisk = mintingRamdisk{}
+	h.clock.Advance(time.Minute)
+	return run
+}
+
 // TestARetireThatRevokedOnlyRetires: a retire whose metal.revokeIdentity succeeded but
 // whose cleanup failed leaves the node failed with its identity revoked for good: no
 // ramdisk of it joins again (its join token is not minted: FORBIDDEN at
@@ -220,21 +245,7 @@ func TestARetireThatRevokedOnlyRetires(t *testing.T) {
 		t.Run(string(req), func(t *testing.T) {
 			h := newHarness(t)
 			node := h.inState(store.NodeActive)
-			h.machine.answers[proto.CommandBootCleanUp] = func(json.RawMessage) (json.RawMessage, error) {
-				return nil, proto.Errorf(proto.Unavailable, "the site's TFTP directory is read-only")
-			}
-			run, _, err := h.act(node, Retire, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			run, n := h.end(run.ID)
-			if n.State != store.NodeFailed || n.FailedFrom != store.NodeRetiring || n.IdentityRevokedAt.IsZero() || run.Failure.Step != "cleanup[0]" {
-				t.Fatalf("the retire: node %s from %s, identity revoked at %v, failure %+v", n.State, n.FailedFrom, n.IdentityRevokedAt, run.Failure)
-			}
-			delete(h.machine.answers, proto.CommandBootCleanUp)
-			h.svc.cfg.Ramdisk = mintingRamdisk{}
-			// The retire's ramdisk is gone: it joined before the machine was powered off.
-			h.clock.Advance(time.Minute)
+			h.revokedThenFailed(node)
 
 			if diff := cmp.Diff([]Request{Retry, Retire}, h.offers(node)); diff != "" {
 				t.Errorf("the node offers (-want +got):\n%s", diff)
@@ -252,12 +263,57 @@ func TestARetireThatRevokedOnlyRetires(t *testing.T) {
 				}
 			}
 			h.setPolicy(agentPolicy)
-			if run, _, err = h.act(node, req, Options{}); err != nil {
+			run, _, err := h.act(node, req, Options{})
+			if err != nil {
 				t.Fatal(err)
 			}
-			if _, n = h.end(run.ID); n.State != store.NodeRetired {
+			if _, n := h.end(run.ID); n.State != store.NodeRetired {
 				t.Errorf("%s: node %s %+v", req, n.State, n.Failure)
 			}
 		})
 	}
+}
+
+// TestARetriedRetireKeepsItsWipe: a retire whose metal.revokeIdentity succeeded and
+// whose cleanup failed is retried. The retry's ramdisk cannot join (the identity is
+// revoked: no join token is minted), so its disk.wipe fails at once; the node is retired
+// with the wipe of the retire that revoked it: none unverified when that wipe was
+// attested, and that wipe's failure (its workflow and step) when it was not. Before, the
+// retry recorded its own wipe, which could not run, as unverified, whatever the first
+// wipe did.
+func TestARetriedRetireKeepsItsWipe(t *testing.T) {
+	for name, first := range map[string]string{
+		"attested":     `{"attested":true}`,
+		"not attested": `{"attested":false,"reason":"the signature does not verify"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			node := h.inState(store.NodeActive)
+			h.machine.answers[proto.CommandDiskWipe] = func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(first), nil }
+			want := unverifiedWipe(h.revokedThenFailed(node))
+
+			retry, _, err := h.act(node, Retry, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			retry, n := h.end(retry.ID)
+			if n.State != store.NodeRetired {
+				t.Fatalf("the retry: node %s %+v", n.State, n.Failure)
+			}
+			if unverifiedWipe(retry) == nil {
+				t.Fatal("the retry's wipe ran: the test meant a ramdisk that cannot join")
+			}
+			if got := wipeOf(n.UnverifiedWipe); got != wipeOf(want) {
+				t.Errorf("the retired node's unverified wipe is %s, want the first retire's, %s", got, wipeOf(want))
+			}
+		})
+	}
+}
+
+// wipeOf is an unverified wipe as text: its workflow, its step and its error.
+func wipeOf(f *store.StepFailure) string {
+	if f == nil {
+		return "none"
+	}
+	return fmt.Sprintf("workflow %s %s: %v", f.RunID, f.Step, f.Error)
 }

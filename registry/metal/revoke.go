@@ -94,17 +94,24 @@ func (s *Service) RevokeAgents(tx *store.Tx, tenant, nodeID, reason, by string) 
 var reinstalls = []Request{Deploy, Release, Retire}
 
 // revokeIdentity is metal.revokeIdentity: it marks the node's identity revoked, once
-// (running it again keeps the first time), and deletes its unused join tokens, in one
-// transaction, whose commit ends the node's open agent sessions, whichever replica holds
-// them (store.Store.OnNodeIdentity). From then on the registry refuses the node's joins,
-// sessions, secrets and new join tokens.
+// (running it again keeps the first time), records with it the wipe of the retire that
+// revokes it (the node's UnverifiedWipe: its run's disk.wipe steps, which all come
+// before, the step being the retire profiles' last), and deletes its unused join tokens,
+// in one transaction, whose commit ends the node's open agent sessions, whichever
+// replica holds them (store.Store.OnNodeIdentity). From then on the registry refuses the
+// node's joins, sessions, secrets and new join tokens, so a retry of the retire, whose
+// ramdisk cannot join to wipe, keeps the wipe recorded here.
 func (s *Service) revokeIdentity(_ context.Context, a *workflow.Attempt) (json.RawMessage, error) {
 	var at time.Time
 	var deleted int
 	err := a.Update(func(tx *store.Tx) error {
+		run, err := tx.Run(a.Run.ID)
+		if err != nil {
+			return err
+		}
 		n, err := updateNode(tx, a.Node.ID, func(n *store.Node) error {
 			if n.IdentityRevokedAt.IsZero() {
-				n.IdentityRevokedAt = tx.Now()
+				n.IdentityRevokedAt, n.UnverifiedWipe = tx.Now(), unverifiedWipe(run)
 			}
 			return nil
 		})

@@ -184,3 +184,29 @@ func TestCutOffByTheEpochTheRunRecords(t *testing.T) {
 		})
 	}
 }
+
+// TestATenantsProfileRevokesNoIdentity: a tenant's profile version stored before
+// metal.revokeIdentity was held to the retire profiles, whose last step revokes the
+// node's identity, is refused at its deploy (INVALID_STATE, saying to run `profiles
+// validate`), and the ready node keeps its state and its identity. Before, the deploy ran,
+// revoked the identity of the tenant's own node and left it active with no agent able
+// to join, only retirable.
+func TestATenantsProfileRevokesNoIdentity(t *testing.T) {
+	h := newHarness(t)
+	node := h.inState(store.NodeReady)
+	doc := `{"id":"self-revoke","version":1,"target":"metal","image":{"ref":"ubuntu-24.04-server@2026.09"},"steps":[{"use":"deploy.deploy"},{"use":"metal.revokeIdentity"}]}`
+	before := h.node(node)
+	run, err := h.deployRecord(node, func(tx *store.Tx) (store.ProfileRecord, error) {
+		return tx.CreateProfile(store.ProfileRecord{Tenant: "acme", ID: "self-revoke", Version: 1, Document: []byte(doc)})
+	})
+	if err == nil {
+		_, n := h.end(run.ID)
+		t.Fatalf("the deploy of a profile that revokes the node's identity ran: node %s, identity revoked at %v", n.State, n.IdentityRevokedAt)
+	}
+	if proto.CodeOf(err) != proto.InvalidState || !strings.Contains(err.Error(), "metal.revokeIdentity") || !strings.Contains(err.Error(), "profiles validate") {
+		t.Errorf("the deploy: %v, want INVALID_STATE naming metal.revokeIdentity and `profiles validate`", err)
+	}
+	if after := h.node(node); after.Rev != before.Rev || !after.IdentityRevokedAt.IsZero() {
+		t.Errorf("the refused deploy changed the node: %s rev %d (was %d), identity revoked at %v", after.State, after.Rev, before.Rev, after.IdentityRevokedAt)
+	}
+}

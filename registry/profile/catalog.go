@@ -93,15 +93,16 @@ var catalog = placed([]stepSpec{
 
 // Names the rules across steps refer to.
 const (
-	stepDeploy        = proto.StepDeploy
-	stepRender        = proto.StepRenderUserData
-	stepEnsureRamdisk = proto.StepEnsureRamdisk
-	stepAgentJoined   = proto.StepWaitAgentJoined
-	stepKexec         = proto.CommandBootKexec
-	inputImage        = "image"
-	awaitRejoin       = "rejoin"
-	onFailureFail     = "fail"
-	onFailureContinue = "continue"
+	stepDeploy         = proto.StepDeploy
+	stepRender         = proto.StepRenderUserData
+	stepEnsureRamdisk  = proto.StepEnsureRamdisk
+	stepAgentJoined    = proto.StepWaitAgentJoined
+	stepKexec          = proto.CommandBootKexec
+	stepRevokeIdentity = proto.StepRevokeIdentity
+	inputImage         = "image"
+	awaitRejoin        = "rejoin"
+	onFailureFail      = "fail"
+	onFailureContinue  = "continue"
 )
 
 // placed fills in each step's places from proto.Steps. A step proto does not define is a

@@ -106,6 +106,7 @@ type walker struct {
 	// target and entry when valid, whether image and userData are present, and how many
 	// steps each phase has.
 	target, entry         string
+	docID                 string
 	hasImage, hasUserData bool
 	phaseLen              map[string]int
 	// walked are the steps (not fallbacks) walked so far, for the rules across steps.
@@ -143,6 +144,9 @@ func (w *walker) walk() {
 func (w *walker) preread() {
 	if t := w.root.Get("target"); t != nil && t.Kind == jsondoc.String && (t.Text == TargetMetal || t.Text == TargetVPS) {
 		w.target = t.Text
+	}
+	if id := w.root.Get("id"); id != nil && id.Kind == jsondoc.String {
+		w.docID = id.Text
 	}
 	if e := w.root.Get("entry"); e != nil && e.Kind == jsondoc.String && (e.Text == entryAdopt || e.Text == entryDeploy) {
 		w.entry = e.Text

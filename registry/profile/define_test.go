@@ -21,6 +21,16 @@ func steps(list string) string {
 	return metal(`"image": {"ref": "os@1"}, "steps": [` + list + `]`)
 }
 
+// retiring returns a profile of a shipped retire profile's id, as a shipped document
+// would be, with the given main and cleanup steps.
+func retiring(main, cleanup string) string {
+	doc := `{"id": "metal-retire", "version": 2, "target": "metal", "steps": [` + main + `]`
+	if cleanup != "" {
+		doc += `, "cleanup": [` + cleanup + `]`
+	}
+	return doc + "}"
+}
+
 func TestDefineRefuses(t *testing.T) {
 	long := func(n int) string { return strings.Repeat("a", n) }
 	tests := map[string]struct {
@@ -169,14 +179,20 @@ func TestDefineRefuses(t *testing.T) {
 		"fallback not object":     {steps(`{"use": "power.getPower", "fallback": "power.getPower"}`), "steps[0].fallback"},
 		"fallback nested":         {steps(`{"use": "power.getPower", "fallback": {"use": "power.getPower", "fallback": {"use": "power.getPower"}}}`), "steps[0].fallback.fallback"},
 		"fallback use":            {steps(`{"use": "power.getPower", "fallback": {"use": "power.reset"}}`), "steps[0].fallback.use"},
-		"fallback input":          {steps(`{"use": "power.getPower", "fallback": {"use": "power.setPower", "with": {"action": "warm"}}}`), "steps[0].fallback.with.action"},
-		"fallback timeout":        {steps(`{"use": "power.getPower", "fallback": {"use": "power.getPower", "timeout": "soon"}}`), "steps[0].fallback.timeout"},
-		"when syntax":             {steps(`{"use": "power.getPower", "when": "a &"}`), "steps[0].when"},
-		"when empty":              {steps(`{"use": "power.getPower", "when": ""}`), "steps[0].when"},
-		"when not a string":       {steps(`{"use": "power.getPower", "when": true}`), "steps[0].when"},
-		"when canonically long":   {steps(`{"use": "power.getPower", "when": "` + strings.Repeat("a,", 300) + `a"}`), "steps[0].when"},
-		"acceptance step":         {metal(`"acceptance": [{"use": "diag.dcgm", "with": {"level": 9}}]`), "acceptance[0].with.level"},
-		"cleanup step":            {metal(`"cleanup": [{"use": "boot.cleanUp", "on": "node"}]`), "cleanup[0].on"},
+		// metal.revokeIdentity is the retire profiles' last step: a tenant's deploy that
+		// ran it would leave its own node only retirable.
+		"revoke in a tenant's profile": {steps(`{"use": "power.getPower"}, {"use": "metal.revokeIdentity"}`), "steps[1].use"},
+		"revoke not last":              {retiring(`{"use": "metal.revokeIdentity"}, {"use": "power.getPower"}`, ""), "steps[0].use"},
+		"revoke as a fallback":         {retiring(`{"use": "power.getPower", "fallback": {"use": "metal.revokeIdentity"}}`, ""), "steps[0].fallback.use"},
+		"revoke in cleanup":            {retiring(`{"use": "power.getPower"}`, `{"use": "metal.revokeIdentity"}`), "cleanup[0].use"},
+		"fallback input":               {steps(`{"use": "power.getPower", "fallback": {"use": "power.setPower", "with": {"action": "warm"}}}`), "steps[0].fallback.with.action"},
+		"fallback timeout":             {steps(`{"use": "power.getPower", "fallback": {"use": "power.getPower", "timeout": "soon"}}`), "steps[0].fallback.timeout"},
+		"when syntax":                  {steps(`{"use": "power.getPower", "when": "a &"}`), "steps[0].when"},
+		"when empty":                   {steps(`{"use": "power.getPower", "when": ""}`), "steps[0].when"},
+		"when not a string":            {steps(`{"use": "power.getPower", "when": true}`), "steps[0].when"},
+		"when canonically long":        {steps(`{"use": "power.getPower", "when": "` + strings.Repeat("a,", 300) + `a"}`), "steps[0].when"},
+		"acceptance step":              {metal(`"acceptance": [{"use": "diag.dcgm", "with": {"level": 9}}]`), "acceptance[0].with.level"},
+		"cleanup step":                 {metal(`"cleanup": [{"use": "boot.cleanUp", "on": "node"}]`), "cleanup[0].on"},
 		// User data and deploy.
 		"deploy before render":     {metal(`"image": {"ref": "os@1"}, "userData": {"kind": "cloud-init", "template": "bcd-host.yaml.hbs"}, "steps": [{"use": "deploy.deploy"}, {"use": "userdata.render"}]`), "steps[0]"},
 		"deploy without render":    {metal(`"steps": [{"use": "deploy.deploy"}], "image": {"ref": "os@1"}, "userData": {"kind": "ignition", "template": "bcd-host.ign"}`), "steps[0]"},
@@ -208,24 +224,25 @@ func TestDefineRefuses(t *testing.T) {
 
 func TestDefineAccepts(t *testing.T) {
 	tests := map[string]string{
-		"minimal metal":       metal(""),
-		"vps":                 `{"id": "vm", "version": 3, "target": "vps", "description": "line one\nline two", "image": {"ref": "ubuntu-24.04@2026.09", "format": "qcow2"}, "userData": {"kind": "cloud-init", "template": "bcd-host.yaml.hbs"}}`,
-		"adopt":               metal(`"entry": "adopt", "role": "dedicated", "hostConfig": {"nvidia-driver": {"branch": "580"}}, "acceptance": [{"use": "diag.dcgm", "on": "node"}]`),
-		"talos custom":        metal(`"image": {"ref": "talos@1.11.0"}, "userData": {"kind": "talos", "template": "talos-worker.yaml"}, "steps": [{"use": "userdata.render"}, {"use": "deploy.deploy"}]`),
-		"drivers":             metal(`"drivers": {"power": "redfish", "boot": {"driver": "ipxe", "config": {"chain": "https://boot.example.com"}}, "virtual-media": {"driver": "redfish"}}`),
-		"fromStep earlier":    steps(`{"use": "power.getPower"}, {"use": "media.insert", "with": {"fromStep": "steps[0]"}}`),
-		"fromStep cleanup":    metal(`"steps": [{"use": "power.getPower"}], "cleanup": [{"use": "media.insert", "with": {"fromStep": "steps[0]"}}]`),
-		"media url":           steps(`{"use": "media.insert", "with": {"url": "https://images.example.com/rescue.iso?sig=a&b=c"}}`),
-		"another's image":     metal(`"image": {"ref": "acme/os@1"}, "steps": [{"use": "deploy.deploy", "with": {"image": "root/os@2"}}]`),
-		"deploy own image":    metal(`"image": {"ref": "rescue@1", "format": "iso"}, "steps": [{"use": "deploy.deploy", "with": {"image": "os@1"}}]`),
-		"every step field":    steps(`{"use": "diag.dcgm", "on": "node", "with": {"level": 4}, "timeout": "1h30m", "retries": 10, "onFailure": "continue", "when": "gpu.vendor=nvidia", "fallback": {"use": "diag.dcgm", "with": {"level": 1}, "timeout": "90m"}}`),
-		"await set power":     steps(`{"use": "power.setPower", "with": {"action": "graceful-restart"}, "await": "rejoin"}`),
-		"longest timeout":     steps(`{"use": "disk.wipe", "timeout": "24h"}`),
-		"render in earlier":   metal(`"image": {"ref": "os@1"}, "userData": {"kind": "cloud-init", "template": "bcd-host.yaml.hbs"}, "steps": [{"use": "userdata.render", "retries": 2}, {"use": "deploy.deploy", "fallback": {"use": "deploy.deploy"}}]`),
-		"white space":         "\n\t{ \"id\" : \"t\" ,\r\n \"version\" : 1 , \"target\" : \"metal\" }\n",
-		"id dots":             `{"id": "..", "version": 1, "target": "metal"}`,
-		"largest version":     `{"id": "t", "version": 2147483647, "target": "metal"}`,
-		"escaped field names": `{"\u0069d": "t", "version": 1, "target": "metal"}`,
+		"minimal metal":           metal(""),
+		"vps":                     `{"id": "vm", "version": 3, "target": "vps", "description": "line one\nline two", "image": {"ref": "ubuntu-24.04@2026.09", "format": "qcow2"}, "userData": {"kind": "cloud-init", "template": "bcd-host.yaml.hbs"}}`,
+		"adopt":                   metal(`"entry": "adopt", "role": "dedicated", "hostConfig": {"nvidia-driver": {"branch": "580"}}, "acceptance": [{"use": "diag.dcgm", "on": "node"}]`),
+		"talos custom":            metal(`"image": {"ref": "talos@1.11.0"}, "userData": {"kind": "talos", "template": "talos-worker.yaml"}, "steps": [{"use": "userdata.render"}, {"use": "deploy.deploy"}]`),
+		"drivers":                 metal(`"drivers": {"power": "redfish", "boot": {"driver": "ipxe", "config": {"chain": "https://boot.example.com"}}, "virtual-media": {"driver": "redfish"}}`),
+		"fromStep earlier":        steps(`{"use": "power.getPower"}, {"use": "media.insert", "with": {"fromStep": "steps[0]"}}`),
+		"fromStep cleanup":        metal(`"steps": [{"use": "power.getPower"}], "cleanup": [{"use": "media.insert", "with": {"fromStep": "steps[0]"}}]`),
+		"revoke last, shipped id": retiring(`{"use": "power.getPower", "onFailure": "continue"}, {"use": "metal.revokeIdentity"}`, `{"use": "boot.cleanUp"}`),
+		"media url":               steps(`{"use": "media.insert", "with": {"url": "https://images.example.com/rescue.iso?sig=a&b=c"}}`),
+		"another's image":         metal(`"image": {"ref": "acme/os@1"}, "steps": [{"use": "deploy.deploy", "with": {"image": "root/os@2"}}]`),
+		"deploy own image":        metal(`"image": {"ref": "rescue@1", "format": "iso"}, "steps": [{"use": "deploy.deploy", "with": {"image": "os@1"}}]`),
+		"every step field":        steps(`{"use": "diag.dcgm", "on": "node", "with": {"level": 4}, "timeout": "1h30m", "retries": 10, "onFailure": "continue", "when": "gpu.vendor=nvidia", "fallback": {"use": "diag.dcgm", "with": {"level": 1}, "timeout": "90m"}}`),
+		"await set power":         steps(`{"use": "power.setPower", "with": {"action": "graceful-restart"}, "await": "rejoin"}`),
+		"longest timeout":         steps(`{"use": "disk.wipe", "timeout": "24h"}`),
+		"render in earlier":       metal(`"image": {"ref": "os@1"}, "userData": {"kind": "cloud-init", "template": "bcd-host.yaml.hbs"}, "steps": [{"use": "userdata.render", "retries": 2}, {"use": "deploy.deploy", "fallback": {"use": "deploy.deploy"}}]`),
+		"white space":             "\n\t{ \"id\" : \"t\" ,\r\n \"version\" : 1 , \"target\" : \"metal\" }\n",
+		"id dots":                 `{"id": "..", "version": 1, "target": "metal"}`,
+		"largest version":         `{"id": "t", "version": 2147483647, "target": "metal"}`,
+		"escaped field names":     `{"\u0069d": "t", "version": 1, "target": "metal"}`,
 	}
 	for name, doc := range tests {
 		t.Run(name, func(t *testing.T) {

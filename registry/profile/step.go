@@ -141,6 +141,9 @@ func (w *walker) step(v *jsondoc.Value, p jsondoc.Path, phase string, index int,
 	if !w.r.Fields(v, p, fields, "use") || s.spec == nil {
 		return s
 	}
+	if s.spec.name == stepRevokeIdentity && !w.mayRevoke(s, isFallback) {
+		w.r.Add(v.Get("use"), p.Field("use"), "metal.revokeIdentity revokes the node's identity for good, leaving the node only retirable: only the registry's retire profiles run it, as their last step; retire a node with `nodes retire ID`")
+	}
 	with := v.Get("with")
 	if with == nil {
 		w.missingInputs(s)
@@ -153,6 +156,13 @@ func (w *walker) step(v *jsondoc.Value, p jsondoc.Path, phase string, index int,
 		w.r.AddMissing(at, p.Field("with").Field(inputImage), "deploy.deploy needs an image: set the profile's image or with.image")
 	}
 	return s
+}
+
+// mayRevoke reports whether s, a metal.revokeIdentity, is where the step may be: the last
+// main step, not a fallback, of a shipped profile (the retire profiles). Anywhere else,
+// a tenant's deploy would revoke its own node's identity and leave it only retirable.
+func (w *walker) mayRevoke(s *walkedStep, isFallback bool) bool {
+	return isShippedID(w.docID) && s.phase == phaseMain && !isFallback && s.index == w.phaseLen[phaseMain]-1
 }
 
 // maxRetries bounds a step's retries.

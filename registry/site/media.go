@@ -12,7 +12,9 @@ import (
 )
 
 // ExpandMediaInsert completes a media.insert command for the site agent: the step's
-// `with` ({url}, {fromStep} or {image}) becomes a proto.MediaInsert. fromStep takes the
+// `with` ({url}, {fromStep} or {image}) becomes a proto.MediaInsert. A url is held to
+// profile.CheckHTTPSURL once more, INVALID_INPUT at with.url and never delivered: the
+// profile holding it may have been stored before the check's rules. fromStep takes the
 // `url` of the named earlier step's result, in the workflow run the command id names. A
 // catalog image is resolved in the machine owner's tenant, must be a verified iso with an
 // https:// source, and carries its digest and the machine's MACs, so that a BMC without
@@ -70,7 +72,13 @@ func ExpandMediaInsert(tx *store.Tx, cmd proto.Command, v image.Verifier) (proto
 		in = proto.MediaInsert{URL: img.Source, Digest: img.SHA256, MACs: node.MACs, ProductUUID: node.ProductUUID}
 		fetch = image.Fetch{Path: "with.image", What: proto.Sprintf("the BMC at site %s may not mount image %s: its source", node.Site, img.Ref),
 			Else: "; or register the iso from a source the site allows"}
-	case strings.HasPrefix(with.URL, "https://"):
+	case with.URL != "":
+		// The profile's check, again: a version stored before a rule (user information,
+		// a space, its length) may hold a url the check now refuses, and the command
+		// would hand it to the BMC.
+		if err := profile.CheckHTTPSURL(with.URL); err != nil {
+			return cmd, proto.Errorf(proto.InvalidInput, "media.insert's url is not mounted: %v; the profile was stored before the rule, so `profiles validate` names it: make a version with a url it takes", err).WithPath("with.url")
+		}
 		in = proto.MediaInsert{URL: with.URL}
 		fetch = image.Fetch{Path: "with.url", What: proto.Sprintf("the BMC at site %s may not mount media.insert's url: its", node.Site),
 			Else: "; or mount an iso from a host the site allows"}

@@ -87,8 +87,9 @@ type Node struct {
 	// Failure is why the node failed: the workflow, its step and the error; nil unless
 	// the node is failed.
 	Failure *StepFailure `json:"failure,omitempty"`
-	// UnverifiedWipe is the disk wipe of the retire that retired the node when it could
-	// not be attested (or did not run): the retire went on, and this records it.
+	// UnverifiedWipe is the disk wipe of the retire that revoked the node's identity
+	// when it could not be attested (or did not run): the retire went on, and its
+	// metal.revokeIdentity records it, which a retry of that retire keeps.
 	UnverifiedWipe *StepFailure `json:"unverifiedWipe,omitempty"`
 	// UnwipedRelease is the workflow of the node's last release when it wiped no disk
 	// (metal-release-oob@1, on a pool with agent: none): the disks may hold what their

@@ -252,7 +252,7 @@ func TestRelayedStepsGoWhereTheyRun(t *testing.T) {
 func TestControlPlaneHandlerGetsTheAttempt(t *testing.T) {
 	h := newHarness(t, nil)
 	var seen []string
-	h.engine.Handle("metal.revokeIdentity", func(_ context.Context, a *Attempt) (json.RawMessage, error) {
+	h.engine.Handle("wait.generationObserved", func(_ context.Context, a *Attempt) (json.RawMessage, error) {
 		p, err := a.Profile()
 		if err != nil {
 			return nil, err
@@ -261,16 +261,16 @@ func TestControlPlaneHandlerGetsTheAttempt(t *testing.T) {
 		if len(seen) == 3 {
 			return nil, proto.Errorf(proto.DriverError, "first try fails")
 		}
-		return json.RawMessage(`{"revoked":true}`), nil
+		return json.RawMessage(`{"observed":true}`), nil
 	})
-	id := h.start(doc(`{"use":"metal.revokeIdentity","retries":1}`, "", ""))
+	id := h.start(doc(`{"use":"wait.generationObserved","retries":1}`, "", ""))
 	h.backOff(id, 1, 1)
 	run := h.waitEnd(id)
 	want := []string{id + ":main.0:a1", h.node, "t", id + ":main.0:a2", h.node, "t"}
 	if diff := cmp.Diff(want, seen); diff != "" {
 		t.Errorf("attempts seen (-want +got):\n%s", diff)
 	}
-	if string(run.Steps[0].Result) != `{"revoked":true}` || run.State != store.RunSucceeded {
+	if string(run.Steps[0].Result) != `{"observed":true}` || run.State != store.RunSucceeded {
 		t.Errorf("run %s, result %s", summary(run), run.Steps[0].Result)
 	}
 }
