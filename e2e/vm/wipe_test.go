@@ -46,13 +46,19 @@ type wipeSpec struct {
 // disk erases cryptographically) is reported unwiped and holds its data untouched, and
 // the registry attests a wipe only when every disk was wiped and read back.
 func TestVMWipe(t *testing.T) {
+	wipeVM(t, "TestVMWipeHelper", wipeHelperEnv, false)
+}
+
+// wipeVM is a wipe test: it starts the VM of startWipeVM (detached: with a detached
+// NVMe namespace) and runs the test's helper, the site side, with env.
+func wipeVM(t *testing.T, helper, env string, detached bool) {
 	if testing.Short() {
 		t.Skip("boots a VM")
 	}
 	ramdisk, work, lan, siteNS := vmSegment(t)
 	qmpSock := filepath.Join(work, "vm.qmp")
-	disks, console := startWipeVM(t, lan, work, qmpSock, wipeDiskSize, false)
-	out := runHelper(t, siteNS, "TestVMWipeHelper", wipeHelperEnv, work, console,
+	disks, console := startWipeVM(t, lan, work, qmpSock, wipeDiskSize, detached)
+	out := runHelper(t, siteNS, helper, env, work, console,
 		wipeSpec{Work: work, Ramdisk: ramdisk, QMP: qmpSock, Disks: disks}, 10*time.Minute)
 	t.Logf("site side:\n%s", out)
 }
@@ -278,15 +284,7 @@ func checkWipe(t *testing.T, mode string, w attest.Wipe, files map[string]string
 // attest it though every disk was wiped and read back, and the release fails the node
 // with UNVERIFIED_WIPE; the namespace's data is still there after both.
 func TestVMWipeHidden(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots a VM")
-	}
-	ramdisk, work, lan, siteNS := vmSegment(t)
-	qmpSock := filepath.Join(work, "vm.qmp")
-	disks, console := startWipeVM(t, lan, work, qmpSock, wipeDiskSize, true)
-	out := runHelper(t, siteNS, "TestVMWipeHiddenHelper", hiddenHelperEnv, work, console,
-		wipeSpec{Work: work, Ramdisk: ramdisk, QMP: qmpSock, Disks: disks}, 10*time.Minute)
-	t.Logf("site side:\n%s", out)
+	wipeVM(t, "TestVMWipeHiddenHelper", hiddenHelperEnv, true)
 }
 
 // TestVMWipeHiddenHelper is the site side of TestVMWipeHidden, in the site's namespace.
