@@ -83,6 +83,37 @@ type WipedDisk struct {
 	Discarded bool `json:"discarded,omitempty"`
 	// ReadBack is the check of what the disk reads after the wipe; nil when not wiped.
 	ReadBack *ReadBack `json:"readBack,omitempty"`
+	// Hidden is the capacity of the disk's device that no wipe of its block device
+	// reaches, asked of the device before the wipe: a wipe of a disk with any is never
+	// attested, however its method and read-back went.
+	Hidden []HiddenCapacity `json:"hidden,omitempty"`
+}
+
+// The kinds of capacity a wipe cannot reach (HiddenCapacity.Kind).
+const (
+	// HiddenNVMeNamespace is an NVMe namespace allocated in the controller's NVM but not
+	// attached to the controller: no block device shows it.
+	HiddenNVMeNamespace = "nvme-namespace-detached"
+	// HiddenNVMeUnallocated is NVM capacity of the controller (TNVMCAP) in no namespace.
+	HiddenNVMeUnallocated = "nvme-capacity-unallocated"
+	// HiddenATAHPA is an ATA Host Protected Area: the device's native max address above
+	// the max address it shows.
+	HiddenATAHPA = "ata-host-protected-area"
+	// HiddenUnchecked is a device that could not be asked: what it hides is unknown.
+	HiddenUnchecked = "unchecked"
+)
+
+// HiddenCapacity is capacity of a disk's device that a wipe of its block device does not
+// reach.
+type HiddenCapacity struct {
+	// Kind is one of the Hidden* kinds.
+	Kind string `json:"kind"`
+	// NSID is a detached NVMe namespace's id.
+	NSID uint32 `json:"nsid,omitempty"`
+	// Bytes is how much capacity it is; 0 when unchecked.
+	Bytes int64 `json:"bytes,omitempty"`
+	// Error is why the device could not be asked (unchecked).
+	Error string `json:"error,omitempty"`
 }
 
 // ReadBack is the check that a wiped disk reads what its method promises: the first and

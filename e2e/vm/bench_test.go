@@ -116,7 +116,7 @@ const benchWipeProfile = `{"id": "bench-wipe", "version": 1, "target": "metal", 
 func BenchmarkVMWipe(b *testing.B) {
 	ramdisk, work, lan, siteNS := vmSegment(b)
 	qmpSock := filepath.Join(work, "vm.qmp")
-	_, console := startWipeVM(b, lan, work, qmpSock, benchDiskSize)
+	_, console := startWipeVM(b, lan, work, qmpSock, benchDiskSize, false)
 	out := runHelper(b, siteNS, "TestVMWipeBenchHelper", benchHelperEnv, work, console,
 		benchSpec{Work: work, Ramdisk: ramdisk, QMP: qmpSock, Console: console}, 40*time.Minute)
 	// PAIR <disk> <transport> <peer> <peer seconds> <wipe seconds> <order>

@@ -10,7 +10,9 @@ import (
 )
 
 // Disks reads the `disks` section: every block device backed by hardware (loop, RAM,
-// device-mapper and other virtual devices have no device link), sorted by name.
+// device-mapper and other virtual devices have no device link), sorted by name. A
+// multipath NVMe namespace's per-controller paths (nvme0c0n1: hidden, with no device
+// node) are not disks: the namespace is its head device (nvme0n1).
 func Disks(root string) ([]proto.DiskInfo, error) {
 	dir := filepath.Join(root, "sys/block")
 	names, err := devices(dir)
@@ -19,6 +21,9 @@ func Disks(root string) ([]proto.DiskInfo, error) {
 	}
 	disks := []proto.DiskInfo{}
 	for _, name := range names {
+		if text(dir, name, "hidden") == "1" {
+			continue
+		}
 		disks = append(disks, proto.DiskInfo{
 			Name:       name,
 			SizeBytes:  sectors(number(dir, name, "size")),

@@ -196,3 +196,29 @@ func TestDiskTransport(t *testing.T) {
 		t.Errorf("transports (-want +got):\n%s", diff)
 	}
 }
+
+// TestMultipathNVMePathsAreNoDisks: a multipath NVMe namespace (a controller in an NVM
+// subsystem that claims several controllers, as dual-port drives and qemu's nvme-subsys
+// do) is one disk, its head device; the kernel's hidden per-controller path has no device
+// node, and listed it was a disk disk.wipe could not open (`open /dev/nvme0c0n1: no such
+// file or directory`, so no wipe was attested) and the largest disk a deploy wrote.
+func TestMultipathNVMePathsAreNoDisks(t *testing.T) {
+	head := "virtual/nvme-subsystem/nvme-subsys0/nvme0n1"
+	path := "pci0000:00/0000:00:04.0/nvme/nvme0/nvme0c0n1"
+	disks, err := Disks(tree(t, map[string]string{
+		"sys/devices/" + head + "/size":   "131072\n",
+		"sys/devices/" + head + "/hidden": "0\n",
+		"sys/devices/" + head + "/device": "->../../nvme-subsys0",
+		"sys/block/nvme0n1":               "->../devices/" + head,
+		"sys/devices/" + path + "/size":   "131072\n",
+		"sys/devices/" + path + "/hidden": "1\n",
+		"sys/devices/" + path + "/device": "->../../nvme0",
+		"sys/block/nvme0c0n1":             "->../devices/" + path,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(disks) != 1 || disks[0].Name != "nvme0n1" || disks[0].Transport != "nvme" || disks[0].SizeBytes != 64<<20 {
+		t.Errorf("disks %+v, want the head nvme0n1 alone", disks)
+	}
+}

@@ -52,6 +52,10 @@ const (
 	ataEraseUnit    = 0xf4
 	ataDisablePass  = 0xf6
 	ataSanitize     = 0xb4
+	// READ NATIVE MAX ADDRESS and its 48-bit EXT: the last LBA the device has, above
+	// the one it shows when a Host Protected Area is set.
+	ataReadNativeMax    = 0xf8
+	ataReadNativeMaxExt = 0x27
 	// ATA protocols of the pass-through CDB.
 	ataNonData = 3
 	ataPIOIn   = 4
@@ -98,6 +102,14 @@ type ATASecurity struct {
 	EraseTime time.Duration
 	// CryptoScramble is the SANITIZE feature set with CRYPTO SCRAMBLE.
 	CryptoScramble bool
+	// HostProtectedArea is the HPA feature set (word 82 bit 10); LBA48 the 48-bit
+	// address feature set (word 83 bit 10).
+	HostProtectedArea, LBA48 bool
+	// Sectors is how many logical sectors the device shows (words 100-103 with 48-bit
+	// addresses, else 60-61), of SectorSize bytes (words 117-118 where word 106 says so,
+	// else 512).
+	Sectors    uint64
+	SectorSize int64
 }
 
 // parseATAIdentify reads the 512 bytes of IDENTIFY DEVICE.
@@ -116,6 +128,15 @@ func parseATAIdentify(b []byte) (ATASecurity, error) {
 		s.EraseTime = time.Duration(t&0xff) * 2 * time.Minute
 	}
 	s.CryptoScramble = word(59)&(1<<12) != 0 && word(59)&(1<<13) != 0
+	s.HostProtectedArea, s.LBA48 = word(82)&(1<<10) != 0, word(83)&(1<<10) != 0
+	s.Sectors = uint64(word(60)) | uint64(word(61))<<16
+	if s.LBA48 {
+		s.Sectors = uint64(word(100)) | uint64(word(101))<<16 | uint64(word(102))<<32 | uint64(word(103))<<48
+	}
+	s.SectorSize = 512
+	if w := word(106); w&0xc000 == 0x4000 && w&(1<<12) != 0 {
+		s.SectorSize = 2 * int64(uint32(word(117))|uint32(word(118))<<16)
+	}
 	return s, nil
 }
 
@@ -153,9 +174,16 @@ func (d ataDevice) command(cdb [16]byte, data []byte, in bool, timeout time.Dura
 		return sense, fmt.Errorf("ATA command %#02x: SCSI status %#x host %#x driver %#x sense %x", cdb[14], h.Status, h.HostStatus, h.DriverStatus, sense[:h.SbLenWr])
 	}
 	if r := ataRegisters(sense); r != nil && r[3]&0x01 != 0 { // ERR in the status register
-		return sense, fmt.Errorf("ATA command %#02x aborted (error register %#02x)", cdb[14], r[1])
+		return sense, ataAborted{command: cdb[14], error: r[1]}
 	}
 	return sense, nil
+}
+
+// ataAborted is a command the device ended with ERR set: one it refused or lacks.
+type ataAborted struct{ command, error byte }
+
+func (e ataAborted) Error() string {
+	return fmt.Sprintf("ATA command %#02x aborted (error register %#02x)", e.command, e.error)
 }
 
 // ataRegisters is the ATA Status Return descriptor (type 9) of descriptor sense data:
@@ -169,6 +197,22 @@ func ataRegisters(sense [32]byte) []byte {
 	// d: 0 type, 1 len, 2 extend, 3 error, 4 count(15:8), 5 count(7:0), 6-11 lba,
 	// 12 device, 13 status.
 	return []byte{d[2], d[3], d[5], d[13]}
+}
+
+// ataLBA is the LBA field of the ATA Status Return descriptor: 48 bits, or 28 (its top
+// 4 in the device register) for a command without 48-bit addresses.
+func ataLBA(sense [32]byte, lba48 bool) (uint64, bool) {
+	if ataRegisters(sense) == nil {
+		return 0, false
+	}
+	d := sense[8:22]
+	// d: 6 LBA(31:24), 7 LBA(7:0), 8 LBA(39:32), 9 LBA(15:8), 10 LBA(47:40), 11
+	// LBA(23:16), 12 device.
+	lba := uint64(d[11])<<16 | uint64(d[9])<<8 | uint64(d[7])
+	if lba48 {
+		return lba | uint64(d[6])<<24 | uint64(d[8])<<32 | uint64(d[10])<<40, true
+	}
+	return lba | uint64(d[12]&0x0f)<<24, true
 }
 
 func (d ataDevice) identify() (ATASecurity, error) {

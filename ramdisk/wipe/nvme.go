@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"time"
@@ -50,6 +51,12 @@ const (
 
 	nvmeCNSNamespace  = 0x00
 	nvmeCNSController = 0x01
+	// The active namespace list (attached to this controller), the allocated namespace
+	// list (every namespace of the NVM subsystem's NVM, attached or not) and Identify
+	// Namespace of an allocated namespace, attached or not.
+	nvmeCNSActiveList    = 0x02
+	nvmeCNSAllocatedList = 0x10
+	nvmeCNSAllocated     = 0x11
 
 	nvmeLogSanitize = 0x81
 
@@ -70,6 +77,11 @@ type NVMeController struct {
 	FormatAllNamespaces, CryptoErase bool
 	// SanitizeCrypto and SanitizeBlock are SANICAP bits 0 and 1.
 	SanitizeCrypto, SanitizeBlock bool
+	// NamespaceManagement is OACS bit 3: namespaces can be created, deleted, attached and
+	// detached, so some may be allocated but not attached.
+	NamespaceManagement bool
+	// TotalBytes is TNVMCAP, the controller's NVM capacity in bytes (0: not reported).
+	TotalBytes int64
 }
 
 // parseIdentifyController reads the 4096-byte Identify Controller data structure.
@@ -82,11 +94,22 @@ func parseIdentifyController(b []byte) (NVMeController, error) {
 	fna := b[524]
 	return NVMeController{
 		Format:              oacs&(1<<1) != 0,
+		NamespaceManagement: oacs&(1<<3) != 0,
+		TotalBytes:          capacity128(b[280:296]),
 		FormatAllNamespaces: fna&(1<<0) != 0,
 		CryptoErase:         fna&(1<<2) != 0,
 		SanitizeCrypto:      sanicap&(1<<0) != 0,
 		SanitizeBlock:       sanicap&(1<<1) != 0,
 	}, nil
+}
+
+// capacity128 is a 128-bit little-endian byte count, at most the largest int64.
+func capacity128(b []byte) int64 {
+	low, high := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
+	if high != 0 || low > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(low)
 }
 
 // NVMeNamespace is what Identify Namespace says about formatting and reading.
@@ -96,6 +119,9 @@ type NVMeNamespace struct {
 	// DeallocatedReads is what a deallocated block reads as (DLFEAT bits 2:0):
 	// ExpectZeroes (001b), ExpectOnes (010b), or "" when the namespace does not say.
 	DeallocatedReads string
+	// Bytes is the NVM the namespace takes: NVMCAP, or where it is not reported NCAP
+	// blocks of the LBA format's data size.
+	Bytes int64
 }
 
 // parseIdentifyNamespace reads the 4096-byte Identify Namespace data structure.
@@ -103,7 +129,18 @@ func parseIdentifyNamespace(b []byte) (NVMeNamespace, error) {
 	if len(b) < 4096 {
 		return NVMeNamespace{}, fmt.Errorf("identify namespace: %d bytes, want 4096", len(b))
 	}
-	ns := NVMeNamespace{FLBAS: b[26], DPS: b[29]}
+	ns := NVMeNamespace{FLBAS: b[26], DPS: b[29], Bytes: capacity128(b[48:64])}
+	if ns.Bytes == 0 {
+		// The LBA format in use: FLBAS bits 3:0, and 6:5 above 16 formats; LBADS is
+		// byte 2 of its 4-byte descriptor at 128.
+		lbads := b[128+4*int(ns.FLBAS&0x0f|(ns.FLBAS>>5&3)<<4)+2]
+		ncap := binary.LittleEndian.Uint64(b[8:])
+		if lbads < 63 && ncap <= math.MaxInt64>>lbads {
+			ns.Bytes = int64(ncap) << lbads
+		} else {
+			ns.Bytes = math.MaxInt64
+		}
+	}
 	switch b[33] & 7 {
 	case 1:
 		ns.DeallocatedReads = proto.ExpectZeroes

@@ -237,6 +237,7 @@ func wipeDisk(ctx context.Context, d Disk, o Options, pct func(int)) (out proto.
 		return out
 	}
 	out.SizeBytes = size
+	out.Hidden = hiddenCapacity(d, t.File())
 	e, why := choose(d, t, size, o.Mode, &out)
 	if e == nil {
 		out.Unwiped = why

@@ -251,9 +251,27 @@ func verdict(mode string, r proto.DiskWipeResult) (bool, string) {
 			return false, fmt.Sprintf("disk %s was not read back", d.Name)
 		case !d.ReadBack.Passed:
 			return false, fmt.Sprintf("disk %s failed its read-back: %s", d.Name, d.ReadBack.Failure)
+		case len(d.Hidden) > 0:
+			return false, fmt.Sprintf("disk %s has capacity the wipe could not reach: %s", d.Name, hiddenText(d.Hidden))
 		}
 	}
 	return true, ""
+}
+
+// hiddenText says what a disk hides from its wipe, entry by entry.
+func hiddenText(hidden []proto.HiddenCapacity) string {
+	parts := make([]string, len(hidden))
+	for i, h := range hidden {
+		switch {
+		case h.Kind == proto.HiddenNVMeNamespace:
+			parts[i] = fmt.Sprintf("%s %d (%d bytes)", h.Kind, h.NSID, h.Bytes)
+		case h.Error != "":
+			parts[i] = fmt.Sprintf("%s (%s)", h.Kind, h.Error)
+		default:
+			parts[i] = fmt.Sprintf("%s (%d bytes)", h.Kind, h.Bytes)
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Of is the signed result a stored node-signed result carries in its `attestation`

@@ -205,7 +205,8 @@ func TestWipeSignedOnlyByTheRamdisk(t *testing.T) {
 	}
 }
 
-// TestWipeVerdict: a verified signature is not enough; the registry reads the disks.
+// TestWipeVerdict: a verified signature is not enough; the registry reads the disks,
+// and a disk that hides capacity from its wipe is not attested however it was wiped.
 func TestWipeVerdict(t *testing.T) {
 	ca, _ := testkit.NewCA()
 	v := attest.Verifier{AgentCAs: ca.Pool()}
@@ -216,6 +217,12 @@ func TestWipeVerdict(t *testing.T) {
 	failed.ReadBack.Passed, failed.ReadBack.Failure = false, "block at 4096 is not zeroes"
 	noReadBack := wipedDisk("sda", proto.WipeMethodATASecurityErase)
 	noReadBack.ReadBack = nil
+	hidden := wipedDisk("nvme0n1", proto.WipeMethodNVMeFormatUserData)
+	hidden.Hidden = []proto.HiddenCapacity{{Kind: proto.HiddenNVMeNamespace, NSID: 2, Bytes: 1 << 30}}
+	hpa := wipedDisk("sda", proto.WipeMethodATASecurityErase)
+	hpa.Hidden = []proto.HiddenCapacity{{Kind: proto.HiddenATAHPA, Bytes: 1 << 20}}
+	unchecked := wipedDisk("sda", proto.WipeMethodATASecurityErase)
+	unchecked.Hidden = []proto.HiddenCapacity{{Kind: proto.HiddenUnchecked, Error: "READ NATIVE MAX ADDRESS: EIO"}}
 	cases := []struct {
 		name, want string
 		cmd        proto.Command
@@ -225,6 +232,9 @@ func TestWipeVerdict(t *testing.T) {
 		{"a read-back failed", "read-back", wipeCmd, proto.DiskWipeResult{Mode: proto.WipeSecureErase, Disks: []proto.WipedDisk{failed}}},
 		{"no read-back", "not read back", wipeCmd, proto.DiskWipeResult{Mode: proto.WipeSecureErase, Disks: []proto.WipedDisk{noReadBack}}},
 		{"no disks", "no disk", wipeCmd, proto.DiskWipeResult{Mode: proto.WipeSecureErase}},
+		{"a detached namespace", "nvme-namespace-detached 2 (1073741824 bytes)", wipeCmd, proto.DiskWipeResult{Mode: proto.WipeSecureErase, Disks: []proto.WipedDisk{hidden}}},
+		{"a host protected area", "ata-host-protected-area (1048576 bytes)", wipeCmd, proto.DiskWipeResult{Mode: proto.WipeSecureErase, Disks: []proto.WipedDisk{hpa}}},
+		{"a device not asked", "unchecked (READ NATIVE MAX ADDRESS: EIO)", wipeCmd, proto.DiskWipeResult{Mode: proto.WipeSecureErase, Disks: []proto.WipedDisk{unchecked}}},
 		{"a weaker method", "no secure-erase method", wipeCmd, proto.DiskWipeResult{Mode: proto.WipeSecureErase, Disks: []proto.WipedDisk{wipedDisk("vda", proto.WipeMethodSignatures)}}},
 		{"another mode", "not \"crypto-erase\"", proto.Command{ID: wipeCmd.ID, Kind: wipeCmd.Kind, Payload: json.RawMessage(`{"mode":"crypto-erase"}`)}, goodWipe},
 		{"secure erase for crypto-erase", "no crypto-erase method", proto.Command{ID: wipeCmd.ID, Kind: wipeCmd.Kind, Payload: json.RawMessage(`{"mode":"crypto-erase"}`)},
