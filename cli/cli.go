@@ -148,11 +148,7 @@ func leaf(cmd command, env Env, g *globals) *cobra.Command {
 		cmdline.Applies(c, "format")
 	}
 	run := cmd.define(c.Flags())
-	c.Flags().VisitAll(func(f *flag.Flag) {
-		if strings.HasSuffix(f.Usage, "(required)") {
-			cmdline.Require(c.Flags(), f.Name) // the help says so: a command line without it is wrong
-		}
-	})
+	cmdline.RequireMarked(c.Flags())
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if g.format != "table" && g.format != "json" {
 			return cmdline.Usagef("--format", "--format must be table or json, not %q", g.format)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/testkit"
 )
 
@@ -303,4 +305,32 @@ func commandHelps(t *testing.T) []commandHelp {
 		t.Fatalf("read the help of %d commands, want every one:\n%s", len(out), list)
 	}
 	return out
+}
+
+// TestChoiceFlagsAreCheckedAtTheFlag: a flag that takes one of a list of words (a node
+// state, a token or image kind, a wipe mode, an image's format or compression) given
+// another is a usage error at the flag, naming the words the contract lists, exit 2,
+// before any config is read or call made. Before, the value went to the registry, which
+// refused it exit 1 at the API's field (state, kind), or took it (wipe).
+func TestChoiceFlagsAreCheckedAtTheFlag(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args    []string
+		path    string
+		allowed []string
+	}{
+		"nodes list --state":            {[]string{"nodes", "list", "--state", "enrolled"}, "--state", api.NodeStates()},
+		"tokens create --kind":          {[]string{"tokens", "create", "--kind", "root", "--node-id", "n1"}, "--kind", api.TokenKinds()},
+		"nodes release --wipe":          {[]string{"nodes", "release", "nd_1", "--wipe", "shred"}, "--wipe", proto.WipeModes},
+		"images list --kind":            {[]string{"images", "list", "--kind", "firmware"}, "--kind", []string{"os", "ramdisk"}},
+		"images register --kind":        {[]string{"images", "register", "--kind", "OS"}, "--kind", []string{"os", "ramdisk"}},
+		"images register --disk-format": {[]string{"images", "register", "--disk-format", "vmdk"}, "--disk-format", []string{"raw", "qcow2", "iso"}},
+		"images register --compression": {[]string{"images", "register", "--compression", "xz"}, "--compression", []string{"none", "zstd", "gzip"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := testkit.UsageFails(t, noConfig, tc.args...)
+			if e.Code != "INVALID_INPUT" || e.Details.Path != tc.path || !strings.Contains(e.Message, "give one of "+strings.Join(tc.allowed, ", ")) {
+				t.Errorf("%+v, want INVALID_INPUT at %s naming %v", e, tc.path, tc.allowed)
+			}
+		})
+	}
 }

@@ -32,7 +32,7 @@ var eventCommands = []command{{
 				return err
 			}
 			x.print(out, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "SEQ\tAT\tKIND\tWORKFLOW\tSTEP\tUSE\tCHANGE\tTOOK\tERROR")
+				fmt.Fprintln(w, eventHeader)
 				for _, e := range out.Events {
 					eventLine(w, e)
 				}
@@ -43,14 +43,19 @@ var eventCommands = []command{{
 	},
 }}
 
+// eventHeader heads the table of events.
+const eventHeader = "SEQ\tAT\tKIND\tWORKFLOW\tSTEP\tUSE\tCHANGE\tTOOK\tERROR"
+
 // followEvents prints the node's events from req's cursor on, then waits for each new
-// one, until the command's context ends; with --format json its error is a line too.
+// one, until the command's context ends: a table's header once, before the first; with
+// --format json its error is a line too.
 func (x *exec) followEvents(req api.EventsRequest) error {
 	c, err := x.client()
 	if err != nil {
 		return streamError{err}
 	}
 	req.Wait = true
+	header := x.format != "json"
 	for x.ctx.Err() == nil {
 		var out api.EventList
 		if err := c.Call(x.ctx, "metal.events", req, &out); err != nil {
@@ -59,7 +64,8 @@ func (x *exec) followEvents(req api.EventsRequest) error {
 			}
 			return streamError{err}
 		}
-		printEvents(x.env.Stdout, x.format, out.Events)
+		printEvents(x.env.Stdout, x.format, out.Events, header)
+		header = false
 		if n := len(out.Events); n > 0 {
 			req.AfterSeq, req.Cursor = out.Events[n-1].Seq, ""
 		}
@@ -67,8 +73,9 @@ func (x *exec) followEvents(req api.EventsRequest) error {
 	return nil
 }
 
-// printEvents writes events as table lines, or as JSON lines.
-func printEvents(out io.Writer, format string, events []api.Event) {
+// printEvents writes events as table lines, after the table's header when header is set,
+// or as JSON lines.
+func printEvents(out io.Writer, format string, events []api.Event, header bool) {
 	if format == "json" {
 		enc := proto.NewEncoder(out)
 		for _, e := range events {
@@ -77,6 +84,9 @@ func printEvents(out io.Writer, format string, events []api.Event) {
 		return
 	}
 	w := tabwriter.NewWriter(textWriter{out}, 0, 8, 2, ' ', 0)
+	if header {
+		fmt.Fprintln(w, eventHeader)
+	}
 	for _, e := range events {
 		eventLine(w, e)
 	}

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/cli"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
@@ -147,5 +149,45 @@ func TestFollowedEventsEndWithAnErrorOfOneLine(t *testing.T) {
 		if res.Code != 1 || len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &e) != nil || e.Code != tc.code {
 			t.Errorf("%s: exit %d, %d lines, want 1 line of %s:\n%s", name, res.Code, len(lines), tc.code, res.Stdout)
 		}
+	}
+}
+
+// TestFollowedEventsTablePrintsItsHeaderOnce: `nodes events --follow` as a table prints
+// the table's header once, before the first event, and not again as new events come.
+// Before, it printed no header at all.
+func TestFollowedEventsTablePrintsItsHeaderOnce(t *testing.T) {
+	_, admin, node := failedNode(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var out, errb testkit.SyncBuffer
+	done := make(chan int)
+	go func() {
+		done <- cli.Run(ctx, []string{"nodes", "events", node.ID, "--follow"}, cli.Env{Stdout: &out, Stderr: &errb,
+			Getenv: func(k string) string { return map[string]string{"BC_CONFIG": admin}[k] }})
+	}()
+	waitFor := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); !strings.Contains(out.String(), what); {
+			if time.Now().After(deadline) {
+				t.Fatalf("--follow never printed %q:\n%s%s", what, out.String(), errb.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitFor("node.state")
+	printed := strings.Count(out.String(), "\n")
+	testkit.JSON(t, admin, nil, "nodes", "retry", node.ID)
+	for deadline := time.Now().Add(time.Minute); strings.Count(out.String(), "\n") == printed; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("--follow printed nothing of the retry:\n%s", out.String())
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d: %s", code, errb.String())
+	}
+	lines := strings.Split(out.String(), "\n")
+	if n := strings.Count(out.String(), "SEQ "); n != 1 || !strings.HasPrefix(lines[0], "SEQ ") {
+		t.Errorf("the header is printed %d times, want once, first:\n%s", n, out.String())
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
+	"github.com/better-compute/better-compute/cmdline"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
@@ -24,10 +25,10 @@ var imageCommands = []command{{
 		var req api.RegisterImageRequest
 		fs.StringVar(&req.Ref, "ref", "", "name@version, unique in the tenant (required)")
 		fs.StringVar(&req.Source, "source", "", "https:// or oci:// URL the artifact is pulled from (required)")
-		fs.Func("disk-format", "raw, qcow2 or iso (required)", func(s string) error { req.Format = proto.ImageFormat(s); return nil })
-		fs.Func("compression", "none (default), zstd or gzip", func(s string) error { req.Compression = proto.Compression(s); return nil })
+		fs.Var(cmdline.OneOf(&req.Format, proto.ImageFormats), "disk-format", "raw, qcow2 or iso (required)")
+		fs.Var(cmdline.OneOf(&req.Compression, proto.Compressions), "compression", "none (default), zstd or gzip")
 		fs.StringVar(&req.SHA256, "sha256", "", "64 hex digits of the artifact as stored (required)")
-		fs.Func("kind", "os (default) or ramdisk", func(s string) error { req.Kind = proto.ImageKind(s); return nil })
+		fs.Var(cmdline.OneOf(&req.Kind, proto.ImageKinds), "kind", "os (default) or ramdisk")
 		fs.StringVar(&req.SignerID, "signer", "", "id of the signer on the tenant's or the platform's allowlist")
 		fs.StringVar(&req.Signature, "signature", "", "base64 signature over the image's signing input")
 		var size sizeFlag
@@ -49,11 +50,12 @@ var imageCommands = []command{{
 	summary: "list the tenant's own and the public images, 200 a page",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant whose view to list (default: the caller's)")
-		kind := fs.String("kind", "", "only this kind: os or ramdisk")
+		kind := new(proto.ImageKind)
+		fs.Var(cmdline.OneOf(kind, proto.ImageKinds), "kind", "only this kind: os or ramdisk")
 		cursor := fs.String("cursor", "", "resume after a previous page")
 		return func(x *exec) error {
 			var out api.ImageList
-			req := api.ListImagesRequest{TenantID: *tenant, Kind: proto.ImageKind(*kind), ListRequest: api.ListRequest{Cursor: *cursor}}
+			req := api.ListImagesRequest{TenantID: *tenant, Kind: *kind, ListRequest: api.ListRequest{Cursor: *cursor}}
 			if err := x.call("images.list", req, &out); err != nil {
 				return err
 			}

@@ -126,7 +126,8 @@ var nodeCommands = []command{{
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		pool := fs.String("pool", "", "list only this pool's nodes")
-		state := fs.String("state", "", "list only the nodes in this state ("+strings.Join(api.NodeStates(), ", ")+")")
+		state := new(string)
+		fs.Var(cmdline.OneOf(state, api.NodeStates()), "state", "list only the nodes in this state ("+strings.Join(api.NodeStates(), ", ")+")")
 		cursor := fs.String("cursor", "", "resume after a previous page")
 		return func(x *exec) error {
 			var out api.NodeList
@@ -202,7 +203,7 @@ func init() {
 				wait := fs.Bool("wait", false, waitUsage)
 				req := api.TransitionRequest{}
 				if lc.verb == "release" {
-					fs.StringVar(&req.Wipe, "wipe", "", "the disk wipe mode, replacing metal-release's quick: none, quick, secure-erase, crypto-erase")
+					fs.Var(cmdline.OneOf(&req.Wipe, proto.WipeModes), "wipe", "the disk wipe mode, replacing metal-release's quick: "+strings.Join(proto.WipeModes, ", "))
 				}
 				return func(x *exec) error {
 					req.TenantID, req.NodeID = *tenant, x.args[0]

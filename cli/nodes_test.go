@@ -208,7 +208,7 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 	if len(list.Nodes) != 1 || list.Nodes[0].ID != other.ID {
 		t.Errorf("list --state failed: %+v", list)
 	}
-	if e := testkit.Fails(t, admin, "nodes", "list", "--state", "enrolled"); e.Code != "INVALID_INPUT" || e.Details.Path != "state" || !strings.Contains(e.Message, "use one of enrolling") {
+	if e := testkit.UsageFails(t, admin, "nodes", "list", "--state", "enrolled"); e.Code != "INVALID_INPUT" || e.Details.Path != "--state" || !strings.Contains(e.Message, "give one of enrolling") {
 		t.Errorf("list --state enrolled: %+v", e)
 	}
 

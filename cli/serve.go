@@ -209,8 +209,8 @@ var storeCommands = []command{{
 			if len(to.EtcdEndpoints) == 0 {
 				return cmdline.Usagef("--to-etcd-endpoints", "store copy needs --to-etcd-endpoints URL,URL,URL")
 			}
-			sum, err := registry.CopyStore(*from, to, func(bucket string, records int) {
-				fmt.Fprintf(x.env.Stderr, "copied %s: %d records\n", bucket, records)
+			sum, err := registry.CopyStore(*from, to, func(phase, bucket string, records int) {
+				fmt.Fprintf(x.env.Stderr, "%s %s: %d records\n", phase, bucket, records)
 			})
 			if err != nil {
 				return err

@@ -36,7 +36,7 @@ func TestStoreCopyThenServeOnEtcd(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.Stdout), &sum); res.Code != 0 || err != nil || sum.Records == 0 || sum.Buckets == 0 {
 		t.Fatalf("store copy: exit %d, summary %+v (%v)\n%s%s", res.Code, sum, err, res.Stdout, res.Stderr)
 	}
-	if !strings.Contains(res.Stderr, "copied tenants: ") {
+	if !strings.Contains(res.Stderr, "copied tenants: ") || !strings.Contains(res.Stderr, "read back tenants: ") {
 		t.Fatalf("store copy's progress does not name the tenants:\n%s", res.Stderr)
 	}
 	e := testkit.Fails(t, reg.AdminConfig, "store", "copy", "--from-data-dir", reg.DataDir, "--to-etcd-endpoints", endpoints, "--to-etcd-prefix", "moved")

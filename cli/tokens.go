@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,7 +20,8 @@ var tokenCommands = []command{{
 	summary: "mint a single-use join token for one agent; its secret is shown (or written) only now",
 	long:    "mint a single-use join token; its secret is printed, or written to `--out FILE`, only now. FILE is written whole, mode 0600, and must be new unless `--force`; it is checked before the token is minted, and a write that fails after that revokes the token again. `--ttl` is whole seconds: `90s`, `30m`, `24h`, or a bare number of seconds",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
-		kind := fs.String("kind", "", "provisioned, ramdisk or site (required)")
+		kind := new(string)
+		fs.Var(cmdline.OneOf(kind, api.TokenKinds()), "kind", strings.Join(api.TokenKinds(), ", ")+" (required)")
 		nodeID := fs.String("node-id", "", "the node the token admits (a site token's is the site's name, which it defaults to)")
 		site := fs.String("site", "", "the site (required for a site token)")
 		ttl := &secondsFlag{}

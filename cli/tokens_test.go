@@ -60,7 +60,7 @@ func TestTokensAgainstARealRegistry(t *testing.T) {
 		exit int // 1: the registry refuses the call; 2: the command line is wrong, nothing is called
 	}{
 		"no kind":                 {[]string{"--node-id", "n1"}, "INVALID_INPUT", "--kind", 2},
-		"unknown kind":            {[]string{"--kind", "root", "--node-id", "n1"}, "INVALID_INPUT", "kind", 1},
+		"unknown kind":            {[]string{"--kind", "root", "--node-id", "n1"}, "INVALID_INPUT", "--kind", 2},
 		"site without site":       {[]string{"--kind", "site"}, "INVALID_INPUT", "--site", 2},
 		"node without node":       {[]string{"--kind", "provisioned"}, "INVALID_INPUT", "--node-id", 2},
 		"ttl too long":            {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "800h"}, "INVALID_INPUT", "ttlSeconds", 1},

@@ -101,6 +101,23 @@ func Require(fs *pflag.FlagSet, names ...string) {
 	}
 }
 
+// RequireMarked marks as required every flag of fs whose usage ends "(required)": its
+// help says so, and a command line without it is wrong.
+func RequireMarked(fs *pflag.FlagSet) {
+	fs.VisitAll(func(f *pflag.Flag) {
+		if strings.HasSuffix(f.Usage, "(required)") {
+			Require(fs, f.Name)
+		}
+	})
+}
+
+// UsageOf is err, a refusal of a flag's or an argument's value at its path (as a check
+// of a command's options makes it), as a usage error there: INVALID_INPUT, exit 2.
+func UsageOf(err error) error {
+	e := proto.AsError(err)
+	return Usagef(e.Details.Path, "%s", e.Message)
+}
+
 // Args checks a command's positional arguments: exactly n, or 0 or 1 when n is -1. names
 // says them for the message (as the usage line does, NAME or ID|REF).
 func Args(n int, names string) cobra.PositionalArgs {

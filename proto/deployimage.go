@@ -1,5 +1,7 @@
 package proto
 
+import "cmp"
+
 // DeployImage is the input of deploy.image. The ramdisk tries CacheURL first, falls
 // back to Source, and reports the SHA-256 of what it read; the registry checks it
 // against SHA256.
@@ -47,6 +49,25 @@ const (
 	DeployFromCache  = "cache"
 	DeployFromSource = "source"
 )
+
+// MaxImageBytes is the largest image size: 2^53-1, the largest whole number every JSON
+// reader keeps exactly. The catalog registers no image larger.
+const MaxImageBytes = 1<<53 - 1
+
+// ProgressBounds are the most a deploy.image of in reads and writes, up to which the
+// registry counts what its progress reports tell: the image's size as stored when the
+// catalog knows it (a raw image stored uncompressed writes no more than it reads), else
+// MaxImageBytes.
+func (in DeployImage) ProgressBounds() (read, written int64) {
+	read, written = MaxImageBytes, MaxImageBytes
+	if in.SizeBytes > 0 {
+		read = in.SizeBytes
+		if ImageFormat(in.Format) == FormatRaw && Compression(cmp.Or(in.Compression, string(CompressionNone))) == CompressionNone {
+			written = in.SizeBytes
+		}
+	}
+	return read, written
+}
 
 // DeployImageProgress is the progress detail of a running deploy.image.
 type DeployImageProgress struct {

@@ -110,8 +110,8 @@ type CopySummary struct {
 
 // CopyStore copies the bbolt store of a stopped registry's data directory into an empty
 // etcd prefix, reads every record back and compares it; progress is told of each
-// bucket copied.
-func CopyStore(dataDir string, to StoreConfig, progress func(bucket string, records int)) (CopySummary, error) {
+// bucket copied, then of each read back (store.CopyCopied, store.CopyReadBack).
+func CopyStore(dataDir string, to StoreConfig, progress func(phase, bucket string, records int)) (CopySummary, error) {
 	if _, err := os.Stat(filepath.Join(dataDir, store.FileName)); err != nil {
 		return CopySummary{}, proto.Errorf(proto.InvalidInput, "no store in %s: %v", dataDir, err).WithPath("--from-data-dir")
 	}

@@ -277,7 +277,7 @@ func (p *agentPlane) progress(node, commandID string, detail json.RawMessage) {
 		p.log.Warn("progress of a command not relayed to the agent, or answered already, dropped", "node", node, "command", commandID, "err", err)
 		return
 	}
-	if err := p.engine.ReportProgress(commandID, detail); err != nil && proto.CodeOf(err) != proto.NotFound {
+	if err := p.engine.ReportProgress(commandID, c.Payload, detail); err != nil && proto.CodeOf(err) != proto.NotFound {
 		p.log.Warn("recording progress", "node", node, "command", commandID, "err", err)
 	}
 }

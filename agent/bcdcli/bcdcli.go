@@ -72,6 +72,7 @@ func newRoot(env Env, chosen *Runner) *cobra.Command {
 		run := m.Define(gofs)
 		c := &cobra.Command{Use: strings.TrimSpace(m.Name + " " + m.Usage), Short: m.Summary, Args: cmdline.Args(0, "")}
 		c.Flags().AddGoFlagSet(gofs)
+		cmdline.RequireMarked(c.Flags())
 		c.RunE = func(*cobra.Command, []string) error {
 			*chosen = run
 			return nil
@@ -123,6 +124,10 @@ func Run(ctx context.Context, args []string, env Env) int {
 	if err := run(ctx, env); err != nil {
 		for _, err := range proto.Joined(err) {
 			printError(env.Stderr, c.CommandPath(), err)
+		}
+		if cmdline.IsUsage(err) {
+			fmt.Fprintln(env.Stderr, cmdline.HelpHint(c))
+			return 2
 		}
 		return 1
 	}

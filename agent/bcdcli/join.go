@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/better-compute/better-compute/agent/join"
+	"github.com/better-compute/better-compute/cmdline"
 )
 
 var joinMode = Mode{
@@ -16,6 +17,9 @@ var joinMode = Mode{
 	Define: func(fs *flag.FlagSet) Runner {
 		opts := join.Flags(fs)
 		return func(ctx context.Context, env Env) error {
+			if _, err := opts.Check(); err != nil {
+				return cmdline.UsageOf(err) // a flag's value bcd cannot join with: the command line is wrong
+			}
 			opts.Log = slog.New(slog.NewTextHandler(env.Stderr, nil))
 			res, err := join.Join(ctx, *opts)
 			if err != nil {

@@ -48,7 +48,7 @@ type Result struct {
 
 // Join joins the registry at o.Server as o.NodeID in o.Role.
 func Join(ctx context.Context, o Options) (Result, error) {
-	server, err := o.check()
+	server, err := o.Check()
 	if err != nil {
 		return Result{}, err
 	}

@@ -46,8 +46,10 @@ func Flags(fs *flag.FlagSet) *Options {
 	return o
 }
 
-// check refuses options bcd cannot join with, naming the flag at fault.
-func (o Options) check() (*url.URL, error) {
+// Check refuses options bcd cannot join with, INVALID_CONFIG naming the flag at fault
+// (or the kernel command line's bc.* the ramdisk filled them from); `bcd join` reads the
+// refusal of its command line's flags as a usage error, exit 2.
+func (o Options) Check() (*url.URL, error) {
 	u, err := url.Parse(o.Server)
 	if err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
 		return nil, proto.Errorf(proto.InvalidConfig, "--server %q is not an https://host:port URL", o.Server).WithPath("--server")

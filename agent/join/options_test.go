@@ -30,7 +30,7 @@ func TestOptionsCheck(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			o := good
 			tc.mutate(&o)
-			_, err := o.check()
+			_, err := o.Check()
 			if tc.path == "" {
 				if err != nil {
 					t.Fatal(err)

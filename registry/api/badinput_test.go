@@ -271,11 +271,6 @@ func (a *badInputAPI) baseOf(t *testing.T, method, f string) map[string]any {
 	return base
 }
 
-// bmcAt are the fields of metal.updateBmc whose faults are at the node's BMC's field:
-// it binds the BMC again under enrollment's rules, whose refusals are at bmc.address
-// (docs/bmc.md).
-var bmcAt = map[string]string{"driver": "bmc.driver", "address": "bmc.address", "credentialRef": "bmc.credentialRef"}
-
 // badBody is a body that must be refused; path, when set, is where the answer must
 // say the fault is (a prefix of its path: steps[2] covers steps[2].timeout).
 type badBody struct {
@@ -484,9 +479,6 @@ func TestBadInputChangesNothing(t *testing.T) {
 			bodies := wholeBodies()
 			for _, f := range fieldsOf(reflect.TypeOf(req), "") {
 				for _, b := range fieldBodies(a.baseOf(t, method, f.path), f) {
-					if at, ok := bmcAt[f.path]; ok && method == "metal.updateBmc" && b.anyCode {
-						b.path = at
-					}
 					bodies = append(bodies, b)
 				}
 			}

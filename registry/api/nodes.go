@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 
@@ -209,7 +210,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 			n, err := svc.UpdateBMC(tx, metal.BMCUpdate{Tenant: tenant, Node: req.NodeID, Driver: req.Driver, Address: req.Address,
 				CredentialRef: req.CredentialRef, Platform: c.Tenant == store.RootTenant})
 			out = nodeOf(n)
-			return c.elsewhere(err, "nodeId", tenant, nodeOwner(tx, req.NodeID))
+			return c.elsewhere(bodyPathOfBMC(err), "nodeId", tenant, nodeOwner(tx, req.NodeID))
 		})
 		return out, err
 	})
@@ -285,4 +286,19 @@ func bindings(in map[string]Binding) map[string]metal.Binding {
 		out[concern] = metal.Binding(b)
 	}
 	return out
+}
+
+// bodyPathOfBMC is err of binding a node's BMC again (metal.Service.UpdateBMC), whose
+// checks are enrollment's and put their refusals at the enrollment body's bmc.driver,
+// bmc.address or bmc.credentialRef, at the field of metal.updateBmc's body that gave
+// the value: driver, address or credentialRef.
+func bodyPathOfBMC(err error) error {
+	e, ok := errors.AsType[*proto.Error](err)
+	if !ok {
+		return err
+	}
+	if field, ok := strings.CutPrefix(e.Details.Path, "bmc."); ok {
+		return e.WithPath(field)
+	}
+	return err
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -20,6 +21,9 @@ type CreateTokenRequest struct {
 	// TTLSeconds is the token's lifetime; 0 takes the kind's default.
 	TTLSeconds int64 `json:"ttlSeconds,omitempty"`
 }
+
+// TokenKinds are the kinds of join token tokens.create mints, as its kind names them.
+func TokenKinds() []string { return slices.Clone(store.TokenKinds) }
 
 // Token is a join token as the API shows it: never its secret or the secret's hash.
 type Token struct {

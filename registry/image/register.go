@@ -9,10 +9,6 @@ import (
 	"github.com/better-compute/better-compute/registry/store"
 )
 
-// maxSizeBytes is the largest artifact size: 2^53-1, the largest whole number every
-// JSON client reads exactly.
-const maxSizeBytes = 1<<53 - 1
-
 var sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 
 // RegisterRequest is what images.register takes: the catalog fields of an image.
@@ -118,8 +114,8 @@ func validate(req RegisterRequest) (store.Image, []byte, error) {
 		return invalid("sha256", "sha256 must be the 64 hex digits of the artifact's SHA-256 as stored (sha256sum prints them)")
 	}
 	if req.SizeBytes != nil {
-		if n := *req.SizeBytes; n < 1 || n > maxSizeBytes {
-			return invalid("sizeBytes", "sizeBytes must be the artifact's size, 1 to %d, or absent when unknown", int64(maxSizeBytes))
+		if n := *req.SizeBytes; n < 1 || n > proto.MaxImageBytes {
+			return invalid("sizeBytes", "sizeBytes must be the artifact's size, 1 to %d, or absent when unknown", int64(proto.MaxImageBytes))
 		}
 		img.SizeBytes = *req.SizeBytes
 	}

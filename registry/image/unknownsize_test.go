@@ -57,7 +57,7 @@ func FuzzRegisterSize(f *testing.F) {
 			if err != nil || img.SizeBytes != 0 {
 				t.Fatalf("%s: %+v, %v: want size unknown", body, img, err)
 			}
-		case *req.SizeBytes >= 1 && *req.SizeBytes <= maxSizeBytes:
+		case *req.SizeBytes >= 1 && *req.SizeBytes <= proto.MaxImageBytes:
 			if err != nil || img.SizeBytes != *req.SizeBytes {
 				t.Fatalf("%s: %+v, %v: want size %d", body, img, err, *req.SizeBytes)
 			}

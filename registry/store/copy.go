@@ -19,6 +19,14 @@ const (
 // any key under its prefix).
 var ErrNotEmpty = errors.New("the destination store is not empty")
 
+// The phases of a copy its progress tells of, bucket by bucket.
+const (
+	// CopyCopied: the bucket's records are written to the destination.
+	CopyCopied = "copied"
+	// CopyReadBack: the bucket's records are read back from the destination and compared.
+	CopyReadBack = "read back"
+)
+
 // CopyStats is what CopyTo copied.
 type CopyStats struct {
 	// Buckets and Records count what was copied and then read back equal.
@@ -32,8 +40,9 @@ type CopyStats struct {
 // existing records), then reads every one back from dst and compares it byte for byte
 // with s, and reports a record missing, different or extra in dst. Nothing may write s
 // or dst meanwhile: copy a registry that is stopped. progress, when set, is told of
-// each bucket's count as it is copied.
-func (s *Store) CopyTo(dst *Store, progress func(bucket string, records int)) (CopyStats, error) {
+// each bucket's count as it is copied (CopyCopied), then as it is read back and compared
+// (CopyReadBack).
+func (s *Store) CopyTo(dst *Store, progress func(phase, bucket string, records int)) (CopyStats, error) {
 	var stats CopyStats
 	err := dst.kv.view(func(tx kvTx) error {
 		names := slices.DeleteFunc(tx.buckets(), func(name string) bool { return name == bucketFormat })
@@ -53,7 +62,7 @@ func (s *Store) CopyTo(dst *Store, progress func(bucket string, records int)) (C
 			}
 			stats.Buckets++
 			if progress != nil {
-				progress(name, n)
+				progress(CopyCopied, name, n)
 			}
 		}
 		return nil
@@ -61,7 +70,7 @@ func (s *Store) CopyTo(dst *Store, progress func(bucket string, records int)) (C
 	if err != nil {
 		return stats, err
 	}
-	return stats, s.compare(dst, stats)
+	return stats, s.compare(dst, stats, progress)
 }
 
 // copyBucket copies one bucket in transactions of at most copyChunk keys.
@@ -105,8 +114,9 @@ func copyBucket(src kvTx, dst backend, name string, stats *CopyStats) (int, erro
 	return n, nil
 }
 
-// compare reads dst back against s, record by record.
-func (s *Store) compare(dst *Store, copied CopyStats) error {
+// compare reads dst back against s, record by record, telling progress, when set, of
+// each bucket's count read back.
+func (s *Store) compare(dst *Store, copied CopyStats, progress func(phase, bucket string, records int)) error {
 	var errs []error
 	read := 0
 	err := s.kv.view(func(src kvTx) error {
@@ -118,6 +128,7 @@ func (s *Store) compare(dst *Store, copied CopyStats) error {
 				}
 			}
 			for _, name := range names {
+				before := read
 				a, b := src.cursor(name), got.cursor(name)
 				ka, va := a.First()
 				kb, vb := b.First()
@@ -137,6 +148,9 @@ func (s *Store) compare(dst *Store, copied CopyStats) error {
 						ka, va = a.Next()
 						kb, vb = b.Next()
 					}
+				}
+				if progress != nil {
+					progress(CopyReadBack, name, read-before)
 				}
 			}
 			return nil

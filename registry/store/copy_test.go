@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestCopyToEtcd copies a bbolt store filled through its write paths into an empty etcd
@@ -25,13 +26,25 @@ func TestCopyToEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dst.Close()
-	var seen []string
-	stats, err := src.CopyTo(dst, func(bucket string, _ int) { seen = append(seen, bucket) })
+	counts := map[string]map[string]int{CopyCopied: {}, CopyReadBack: {}}
+	var phases []string
+	stats, err := src.CopyTo(dst, func(phase, bucket string, n int) {
+		counts[phase][bucket] = n
+		if len(phases) == 0 || phases[len(phases)-1] != phase {
+			phases = append(phases, phase)
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	seen := counts[CopyCopied]
 	if stats.Records < 10 || stats.Buckets != len(seen) || stats.Buckets < 5 {
 		t.Fatalf("copied %+v, progress for %v", stats, seen)
+	}
+	// The read-back tells of each bucket as it is compared, after the copy, as the copy
+	// told of it.
+	if diff := cmp.Diff(seen, counts[CopyReadBack]); diff != "" || strings.Join(phases, ",") != CopyCopied+","+CopyReadBack {
+		t.Errorf("read back (-copied +read back):\n%s\nphases %q", diff, phases)
 	}
 	if err := dst.Check(); err != nil {
 		t.Fatalf("the copy: %v", err)
@@ -51,7 +64,7 @@ func TestCopyToEtcd(t *testing.T) {
 	if err := dst.Update(func(tx *Tx) error { return tx.putRaw(bucketSites, []byte("rack-a"), []byte("\x01{}")) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := src.compare(dst, stats); err == nil || !strings.Contains(err.Error(), `sites/"rack-a" differs`) {
+	if err := src.compare(dst, stats, nil); err == nil || !strings.Contains(err.Error(), `sites/"rack-a" differs`) {
 		t.Fatalf("a changed record: got %v, want it reported", err)
 	}
 }

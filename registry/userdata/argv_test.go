@@ -9,6 +9,8 @@ import (
 
 	"github.com/better-compute/better-compute/agent/bcdcli"
 	"github.com/better-compute/better-compute/agent/join"
+	"github.com/better-compute/better-compute/cmdline"
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/bcdargv"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/profile"
@@ -67,7 +69,9 @@ func renderedArgv(t *testing.T, cfg userdata.Config, ud profile.UserData) (joinA
 }
 
 // TestRenderedArgvParsesWithBcdFlags parses the argv both shipped templates run bcd
-// with, with bcd's own command line and flag definitions, so they cannot drift apart.
+// with, with bcd's own command line and flag definitions, so they cannot drift apart. The
+// argv rendered without pins is bcd's usage error at a pin flag: bcd refuses to
+// bootstrap without them.
 func TestRenderedArgvParsesWithBcdFlags(t *testing.T) {
 	noPins := config()
 	noPins.Pins = nil
@@ -85,8 +89,12 @@ func TestRenderedArgvParsesWithBcdFlags(t *testing.T) {
 			if joinArgv[0] != bcdargv.Path || joinArgv[1] != "join" {
 				t.Fatalf("join argv starts %q", joinArgv[:2])
 			}
-			if _, err := bcdcli.Parse(joinArgv[1:], io.Discard); err != nil {
+			_, err := bcdcli.Parse(joinArgv[1:], io.Discard)
+			switch {
+			case tc.cfg.Pins != nil && err != nil:
 				t.Fatalf("bcd's command line refuses %q: %v", joinArgv, err)
+			case tc.cfg.Pins == nil && (!cmdline.IsUsage(err) || proto.AsError(err).Details.Path != "--join-encryption-pin"):
+				t.Fatalf("bcd's command line on %q without pins: %v, want a usage error at --join-encryption-pin", joinArgv, err)
 			}
 			fs := flag.NewFlagSet("join", flag.ContinueOnError)
 			got := join.Flags(fs)

@@ -35,7 +35,8 @@ type Config struct {
 	// Templates are custom templates by name, beside the shipped ones. A config file
 	// gives them as texts with {{name}} placeholders.
 	Templates map[string]Template `json:"-"`
-	// TokenTTLSeconds is how long a provisioned join token lives; 0 is 2 hours.
+	// TokenTTLSeconds is how long a provisioned join token lives; 0 (left out of the
+	// file: a file's 0 is refused) is 2 hours.
 	TokenTTLSeconds int64 `json:"tokenTtlSeconds,omitempty"`
 }
 
@@ -158,6 +159,9 @@ func checkTemplateEntry(name string, t Template) error {
 type fileConfig struct {
 	Config
 	Templates map[string]string `json:"templates"`
+	// TokenTTLSeconds is the file's, given or left out: a lifetime of 0 given is refused,
+	// where leaving it out takes the 2 hours.
+	TokenTTLSeconds *int64 `json:"tokenTtlSeconds"`
 }
 
 func parseConfig(d jsondoc.Decoder, data []byte) (Config, error) {
@@ -166,6 +170,12 @@ func parseConfig(d jsondoc.Decoder, data []byte) (Config, error) {
 		return Config{}, err
 	}
 	cfg := f.Config
+	if f.TokenTTLSeconds != nil {
+		if *f.TokenTTLSeconds == 0 {
+			return Config{}, fieldError("tokenTtlSeconds", fmt.Errorf("a join token lives 1 to %d seconds, not 0: give its lifetime, or leave tokenTtlSeconds out for 2 hours", int64(join.MaxTTL/time.Second)))
+		}
+		cfg.TokenTTLSeconds = *f.TokenTTLSeconds
+	}
 	for _, name := range slices.Sorted(maps.Keys(f.Templates)) {
 		t, err := ParseTemplate(f.Templates[name])
 		if err != nil {

@@ -110,6 +110,7 @@ func TestParseConfig(t *testing.T) {
 		"unknown pin":      {file: `{"pins": {"caPin": "x"}}`, path: "userData.pins.caPin"},
 		"pin case":         {file: `{"pins": {"servingCAPin": "x"}}`, path: "userData.pins.servingCAPin"},
 		"wrong type":       {file: `{"tokenTtlSeconds": "2h"}`, path: "userData.tokenTtlSeconds"},
+		"ttl zero":         {file: `{"tokenTtlSeconds": 0}`, path: "userData.tokenTtlSeconds"},
 		"bad template":     {file: `{"templates": {"t.yaml": "id: {{nodeid}}"}}`, path: "userData.templates.t.yaml"},
 		"unclosed":         {file: `{"templates": {"t.yaml": "id: {{nodeId"}}`, path: "userData.templates.t.yaml"},
 		"trailing":         {file: `{} {}`, path: "-"},

@@ -47,11 +47,11 @@ func TestASupersededAttemptsProgressIsNotRecorded(t *testing.T) {
 	h.clock.Advance(30 * time.Second)
 	h.backOff(id, 1, 1)
 	h.agent.waitRunning(t, retry)
-	if err := h.engine.ReportProgress(retry, json.RawMessage(`{"bytesWritten":2048}`)); err != nil {
+	if err := h.engine.ReportProgress(retry, nil, json.RawMessage(`{"bytesWritten":2048}`)); err != nil {
 		t.Fatal(err)
 	}
 	for _, cmd := range []string{first, first + ":image"} {
-		if err := h.engine.ReportProgress(cmd, json.RawMessage(`{"bytesWritten":1}`)); proto.CodeOf(err) != proto.NotFound {
+		if err := h.engine.ReportProgress(cmd, nil, json.RawMessage(`{"bytesWritten":1}`)); proto.CodeOf(err) != proto.NotFound {
 			t.Errorf("progress of %s, an attempt that timed out: %v, want NOT_FOUND", cmd, err)
 		}
 	}
@@ -73,7 +73,7 @@ func TestARetryStartsWithoutTheProgressOfTheAttemptBefore(t *testing.T) {
 	id := h.start(doc(`{"use":"inventory.refresh","timeout":"30s","retries":1}`, "", ""))
 	first, retry := attemptID(id, "main", 0, false, 1), attemptID(id, "main", 0, false, 2)
 	h.agent.waitRunning(t, first)
-	if err := h.engine.ReportProgress(first, json.RawMessage(`{"bytesWritten":943718400,"sizeBytes":1048576000}`)); err != nil {
+	if err := h.engine.ReportProgress(first, nil, json.RawMessage(`{"bytesWritten":943718400,"sizeBytes":1048576000}`)); err != nil {
 		t.Fatal(err)
 	}
 	h.clock.BlockUntil(1)

@@ -64,21 +64,34 @@ func TestRunEventsSayWhatChanged(t *testing.T) {
 
 // TestDeployStreamedCountsWhatEachReportAdds: a deploy.image progress report adds the
 // bytes it read and wrote past the report before it; a report behind it (a restarted
-// stream) adds nothing; a location no ramdisk sends is "other"; other progress is none.
+// stream) adds nothing; a location no ramdisk sends is "other"; other progress is none;
+// each figure counts up to what the deploy.image sent can read and write (2^63 bytes from
+// an agent no more than the image holds).
 func TestDeployStreamedCountsWhatEachReportAdds(t *testing.T) {
 	for name, tc := range map[string]struct {
 		before, now   string
 		location      string
 		read, written int64
+		sent          string
 	}{
-		"the first report": {``, `{"location":"cache","read":100,"bytesWritten":80}`, proto.DeployFromCache, 100, 80},
-		"a later report":   {`{"location":"cache","read":100,"bytesWritten":80}`, `{"location":"cache","read":250,"bytesWritten":200}`, proto.DeployFromCache, 150, 120},
-		"a restart":        {`{"location":"cache","read":250,"bytesWritten":200}`, `{"location":"source","read":50,"bytesWritten":0}`, proto.DeployFromSource, 0, 0},
-		"an odd location":  {``, `{"location":"node-42","read":10}`, "other", 10, 0},
-		"a disk wipe's":    {``, `{"disk":"nvme0n1","done":10}`, "", 0, 0},
-		"not JSON":         {``, `nope`, "", 0, 0},
+		"the first report": {``, `{"location":"cache","read":100,"bytesWritten":80}`, proto.DeployFromCache, 100, 80, ""},
+		"a later report":   {`{"location":"cache","read":100,"bytesWritten":80}`, `{"location":"cache","read":250,"bytesWritten":200}`, proto.DeployFromCache, 150, 120, ""},
+		"a restart":        {`{"location":"cache","read":250,"bytesWritten":200}`, `{"location":"source","read":50,"bytesWritten":0}`, proto.DeployFromSource, 0, 0, ""},
+		"an odd location":  {``, `{"location":"node-42","read":10}`, "other", 10, 0, ""},
+		"a disk wipe's":    {``, `{"disk":"nvme0n1","done":10}`, "", 0, 0, ""},
+		"not JSON":         {``, `nope`, "", 0, 0, ""},
+		// An agent's figures count up to what the image it was sent holds.
+		"2^63 of a raw image of 1 MiB": {``, `{"location":"cache","read":9223372036854775807,"bytesWritten":9223372036854775807}`, proto.DeployFromCache, 1 << 20, 1 << 20,
+			`{"format":"raw","compression":"none","sizeBytes":1048576}`},
+		"past a raw image's end": {`{"location":"cache","read":1048000,"bytesWritten":1048000}`, `{"location":"cache","read":5000000,"bytesWritten":5000000}`, proto.DeployFromCache, 576, 576,
+			`{"format":"raw","sizeBytes":1048576}`},
+		"2^63 of a compressed image": {``, `{"location":"source","read":9223372036854775807,"bytesWritten":9223372036854775807}`, proto.DeployFromSource, 1 << 20, proto.MaxImageBytes,
+			`{"format":"raw","compression":"zstd","sizeBytes":1048576}`},
+		"2^63 of an image of unknown size": {``, `{"location":"cache","read":9223372036854775807,"bytesWritten":9223372036854775807}`, proto.DeployFromCache, proto.MaxImageBytes, proto.MaxImageBytes,
+			`{"format":"qcow2"}`},
+		"a negative figure": {``, `{"location":"cache","read":-5,"bytesWritten":-5}`, proto.DeployFromCache, 0, 0, ``},
 	} {
-		location, read, written := deployStreamed(json.RawMessage(tc.before), json.RawMessage(tc.now))
+		location, read, written := deployStreamed(json.RawMessage(tc.before), json.RawMessage(tc.now), json.RawMessage(tc.sent))
 		if location != tc.location || read != tc.read || written != tc.written {
 			t.Errorf("%s: %q %d %d, want %q %d %d", name, location, read, written, tc.location, tc.read, tc.written)
 		}

@@ -308,19 +308,19 @@ func TestProgressIsRecordedOnTheRunningStep(t *testing.T) {
 	id := h.start(doc(`{"use":"inventory.refresh"}`, "", ""))
 	cmd := attemptID(id, "main", 0, false, 1)
 	h.agent.waitRunning(t, cmd)
-	if err := h.engine.ReportProgress(cmd+":image", json.RawMessage(`{"bytesWritten":1024}`)); err != nil {
+	if err := h.engine.ReportProgress(cmd+":image", nil, json.RawMessage(`{"bytesWritten":1024}`)); err != nil {
 		t.Fatal(err)
 	}
 	run := h.waitFor(id, func(r store.Run) bool { return r.Steps[0].Progress != nil })
 	if string(run.Steps[0].Progress) != `{"bytesWritten":1024}` {
 		t.Errorf("progress %s", run.Steps[0].Progress)
 	}
-	if err := h.engine.ReportProgress("wf_unknown:main.0:a1", nil); proto.CodeOf(err) != proto.NotFound {
+	if err := h.engine.ReportProgress("wf_unknown:main.0:a1", nil, nil); proto.CodeOf(err) != proto.NotFound {
 		t.Errorf("progress of an unknown run: %v", err)
 	}
 	h.agent.release(cmd)
 	h.waitEnd(id)
-	if err := h.engine.ReportProgress(cmd, nil); err == nil {
+	if err := h.engine.ReportProgress(cmd, nil, nil); err == nil {
 		t.Error("progress of an ended run was accepted")
 	}
 }

@@ -67,11 +67,12 @@ func (e *Engine) withSpecs(run store.Run) (store.Run, error) {
 
 // ReportProgress records progress detail an agent reported for a command of a running
 // step's running attempt (for example the bytes deploy.deploy has written), for watchers
-// to show. A command of no running attempt is NOT_FOUND: that of an attempt that timed
+// to show; sent is the payload the command carried, which bounds what the detail counts
+// (deployStreamed). A command of no running attempt is NOT_FOUND: that of an attempt that timed
 // out or was withdrawn, whose agent may still report, would overwrite the progress of
 // the attempt that runs now. A detail over proto.MaxProgressDetail, or one the run's
 // record cannot keep (store.RunTooLarge), is INVALID_INPUT and not recorded.
-func (e *Engine) ReportProgress(commandID string, detail json.RawMessage) error {
+func (e *Engine) ReportProgress(commandID string, sent, detail json.RawMessage) error {
 	id, phase, index, err := stepOf(commandID)
 	if err != nil {
 		return err
@@ -86,7 +87,7 @@ func (e *Engine) ReportProgress(commandID string, detail json.RawMessage) error 
 		for i := range r.Steps {
 			s := &r.Steps[i]
 			if s.Phase == phase && s.Index == index && s.State == store.StepRunning && runningAttempt(*s, commandID) {
-				location, read, written = deployStreamed(s.Progress, detail)
+				location, read, written = deployStreamed(s.Progress, detail, sent)
 				s.Progress = detail
 				return nil
 			}
@@ -113,16 +114,24 @@ func runningAttempt(s store.RunStep, commandID string) bool {
 // the bytes of the image read and written to the disk, and where the image streams from
 // (proto.DeployFromCache or proto.DeployFromSource; "other" for anything else an agent
 // says, so the metrics' labels stay bounded). Any other progress is "". A report behind
-// the one before (the stream restarted) adds nothing until it passes it.
-func deployStreamed(before, now json.RawMessage) (location string, read, written int64) {
+// the one before (the stream restarted) adds nothing until it passes it. Each figure of
+// a report counts up to what the deploy.image the registry sent (sent, its payload) can
+// read and write (proto.DeployImage.ProgressBounds): an agent's figure of 2^63 bytes
+// adds no more than the image holds.
+func deployStreamed(before, now, sent json.RawMessage) (location string, read, written int64) {
 	var old, cur proto.DeployImageProgress
 	if json.Unmarshal(now, &cur) != nil || cur.Location == "" {
 		return "", 0, 0
 	}
 	json.Unmarshal(before, &old)
+	var in proto.DeployImage
+	json.Unmarshal(sent, &in)
+	readMax, writtenMax := in.ProgressBounds()
+	capped := func(n, most int64) int64 { return min(max(n, 0), most) }
 	location = cur.Location
 	if location != proto.DeployFromCache && location != proto.DeployFromSource {
 		location = "other"
 	}
-	return location, max(cur.Read-old.Read, 0), max(cur.BytesWritten-old.BytesWritten, 0)
+	return location, max(capped(cur.Read, readMax)-capped(old.Read, readMax), 0),
+		max(capped(cur.BytesWritten, writtenMax)-capped(old.BytesWritten, writtenMax), 0)
 }

@@ -79,7 +79,7 @@ func reference() []byte {
 	b.WriteString("Every command shows the same with `--help` (or `help COMMAND`). A command exits 0 when done, " +
 		"1 when it failed (the error's code, message and path on stderr, or as JSON on stdout with `--format json`) " +
 		"and 2 when its command line is wrong: an unknown command or flag (with what it may have meant), a missing " +
-		"flag or argument (a required flag given empty too), or a flag's value it cannot read (`INVALID_INPUT` at that flag). A number is written in " +
+		"flag or argument (a required flag given empty too), or a flag's value it cannot read or does not take (`INVALID_INPUT` at that flag: a word outside the list a flag such as `--state`, `--kind` or `--wipe` takes names the list; a `bcd join` flag value it cannot join with). A number is written in " +
 		"decimal digits alone: `10`; `010`, `0x10`, `1_000` and `+10` are refused (`serve`'s bounds read a leading `-`, " +
 		"which their range refuses, exit 1). No command at all, or a group such as `profiles` alone, " +
 		"prints the help and exits 2. `better-compute completion bash|zsh|fish|powershell` (and `bcd completion ...`) " +
