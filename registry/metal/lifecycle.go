@@ -568,6 +568,18 @@ func chainAfter(tx *store.Tx, node store.Node, req Request) Request {
 	return ""
 }
 
+// wipeAdvice is what to do after a wipe w the registry did not attest: a disk that hid
+// capacity from it fails every mode until that capacity is attached or given back out
+// of band (docs/ramdisk.md, "Hidden capacity"); otherwise a stronger mode may do.
+func wipeAdvice(w attest.Wipe) string {
+	for _, d := range w.Disks {
+		if len(d.Hidden) > 0 {
+			return "no wipe mode reaches capacity a disk hides: attach or delete the hidden NVMe namespace (nvme attach-ns, delete-ns) or restore the ATA native max (hdparm -N p) out of band, then release again, or retire the node"
+		}
+	}
+	return "release again with a stronger mode (`nodes release ID --wipe secure-erase`) or retire the node"
+}
+
 // unverifiedWipe is the failure a run's disk wipes make: the first disk.wipe step that
 // did not succeed, or whose result registry/attest did not attest; nil when every
 // disk.wipe that ran was attested (or none was in the profile).
@@ -587,7 +599,7 @@ func unverifiedWipe(run store.Run) *store.StepFailure {
 				Error: proto.Errorf(proto.UnverifiedWipe, "the disk wipe %s %s: the disks may hold data", st.Path(), why)}
 		case json.Unmarshal(st.Result, &w) != nil || !w.Attested:
 			return &store.StepFailure{RunID: run.ID, Step: st.Path(), Use: st.Use,
-				Error: proto.Errorf(proto.UnverifiedWipe, "the disk wipe %s is not attested (%s): release again with a stronger mode (`nodes release ID --wipe secure-erase`) or retire the node", st.Path(), w.Reason).WithReason(proto.ReasonNotAttested)}
+				Error: proto.Errorf(proto.UnverifiedWipe, "the disk wipe %s is not attested (%s): %s", st.Path(), w.Reason, wipeAdvice(w)).WithReason(proto.ReasonNotAttested)}
 		}
 	}
 	return nil

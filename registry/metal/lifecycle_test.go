@@ -682,3 +682,28 @@ func TestACancelledRescueLeavesNoRamdiskToken(t *testing.T) {
 		t.Errorf("the cancelled rescue left %d unused join tokens", unused)
 	}
 }
+
+// TestAWipeOfHiddenCapacityAdvisesNoStrongerMode: a release whose wipe a disk hid
+// capacity from fails the node saying what frees it (the namespace attached or deleted,
+// the native max restored) and not to release in a stronger mode, which no mode reaches.
+// Before, its failure told the operator to release again with secure-erase, which fails
+// the same way.
+func TestAWipeOfHiddenCapacityAdvisesNoStrongerMode(t *testing.T) {
+	h := newHarness(t)
+	node := h.inState(store.NodeActive)
+	h.machine.answers[proto.CommandDiskWipe] = func(json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`{"attested":false,"reason":"disk nvme0n1 has capacity the wipe could not reach: nvme-namespace-detached 2 (67108864 bytes)",` +
+			`"disks":[{"name":"nvme0n1","sizeBytes":1073741824,"wiped":true,"hidden":[{"kind":"nvme-namespace-detached","nsid":2,"bytes":67108864}]}]}`), nil
+	}
+	run, _, err := h.act(node, Release, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, n := h.end(run.ID)
+	if n.State != store.NodeFailed || n.Failure == nil || n.Failure.Error.Code != proto.UnverifiedWipe {
+		t.Fatalf("node %s, failure %+v; want failed UNVERIFIED_WIPE", n.State, n.Failure)
+	}
+	if msg := n.Failure.Error.Message; strings.Contains(msg, "stronger mode") || !strings.Contains(msg, "attach or delete the hidden NVMe namespace") {
+		t.Errorf("the failure says %q; want what frees the hidden capacity, not a stronger mode", msg)
+	}
+}
