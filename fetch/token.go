@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // maxTokenResponse bounds what is read of a token endpoint's answer.
@@ -57,18 +59,30 @@ func (c *Client) token(ctx context.Context, challenges []Challenge, repo string)
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("token request: %w", &StatusError{URL: redact(realm), Status: resp.StatusCode})
 	}
+	return bearerToken(resp.Body, realm.Host)
+}
+
+// bearerToken reads a token realm's JSON answer (at most maxTokenResponse bytes of it):
+// its `token`, or `access_token` when that is empty. host names the realm in errors. A
+// token that cannot be sent in an Authorization header (a control character other than
+// a space or a tab, which Go's client refuses to send) is refused here, naming the realm,
+// rather than failing the request that would carry it with an error that names neither.
+func bearerToken(body io.Reader, host string) (string, error) {
 	var t struct {
 		Token       string `json:"token"`
 		AccessToken string `json:"access_token"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxTokenResponse)).Decode(&t); err != nil {
-		return "", fmt.Errorf("token response from %s is not JSON: %v", realm.Host, err)
+	if err := json.NewDecoder(io.LimitReader(body, maxTokenResponse)).Decode(&t); err != nil {
+		return "", fmt.Errorf("token response from %s is not JSON: %v", host, err)
 	}
 	if t.Token == "" {
 		t.Token = t.AccessToken
 	}
 	if t.Token == "" {
-		return "", fmt.Errorf("token response from %s holds no token", realm.Host)
+		return "", fmt.Errorf("token response from %s holds no token", host)
+	}
+	if !httpguts.ValidHeaderFieldValue(t.Token) {
+		return "", fmt.Errorf("token response from %s holds a token that cannot be sent in an Authorization header", host)
 	}
 	return t.Token, nil
 }

@@ -4,13 +4,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/better-compute/better-compute/fsutil"
+	"github.com/better-compute/better-compute/proto"
 )
 
 // ReplicaFile is the file of the data directory that names this registry among the
@@ -34,8 +34,17 @@ func replicaName(dataDir string) (string, error) {
 		return "", err
 	}
 	name := strings.TrimSpace(string(data))
-	if name == "" {
-		return "", fmt.Errorf("%s is empty: remove it, and the next start names this registry anew", path)
+	switch {
+	case name == "":
+		return "", proto.Errorf(proto.InvalidConfig, "%s is empty: remove it, and the next start names this registry anew", path).WithPath("--data-dir")
+	case len(name) > maxReplicaName || strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r > '~' }):
+		return "", proto.Errorf(proto.InvalidConfig, "%s holds %s: a replica id is 1 to %d printable ASCII characters, no space among them; "+
+			"write one, or remove the file, and the next start names this registry anew", path, proto.Quote(name), maxReplicaName).WithPath("--data-dir")
 	}
 	return name, nil
 }
+
+// maxReplicaName bounds a replica id: a store key of the replica's lease, stops and
+// return plan (a bbolt key is at most 32 KiB: a longer id failed the start with the
+// store's "key too large"), and the owner of every run the replica claims.
+const maxReplicaName = 128

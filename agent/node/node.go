@@ -219,11 +219,12 @@ func (a *agent) Report(generation int64, results []hostconverge.UnitResult) {
 	a.session.Acknowledge(generation)
 }
 
-// load reads the last applied NodeSpec; none is generation 0.
 // load is the NodeSpec node's agent applied last, saved in the config directory: none
 // when it saved none, or when the one saved is another node's (a `bcd join` as another
 // node into the directory keeps the file, and its host units, its labels and its
-// generation are not this node's to converge or to report).
+// generation are not this node's to converge or to report). A saved spec the session
+// would not have applied (it fails NodeSpec validation: a negative generation, a host
+// unit of no name) is INVALID_CONFIG at its field, as a file that is not JSON is.
 func (a *agent) load(node string) (proto.NodeSpec, error) {
 	b, err := os.ReadFile(a.state)
 	if errors.Is(err, os.ErrNotExist) {
@@ -239,6 +240,10 @@ func (a *agent) load(node string) (proto.NodeSpec, error) {
 	if spec.Node != node {
 		a.log.Warn("the saved NodeSpec is another node's: not applied; the registry pushes this node's", "file", a.state, "saved", spec.Node, "node", node)
 		return proto.NodeSpec{}, nil
+	}
+	if err := spec.Validate(); err != nil {
+		e := proto.AsError(err)
+		return proto.NodeSpec{}, proto.Errorf(proto.InvalidConfig, "%s: %s (remove it: the registry pushes the spec again)", a.state, e.Message).WithPath(e.Details.Path)
 	}
 	return spec, nil
 }

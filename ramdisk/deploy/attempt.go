@@ -60,7 +60,7 @@ func (w *writing) attempt(ctx context.Context, loc location) (Result, error) {
 		}
 	}
 	out := disk.NewWriter(w.target, zeroesKnown, progress)
-	length, ferr := w.decode(ctx, stream, out)
+	length, ferr := w.decode(ctx, stream, out, w.target.Capacity())
 	werr := out.Close()
 	switch {
 	case werr != nil:

@@ -29,10 +29,11 @@ const (
 var errTooLarge = errors.New("the image is larger than the disk")
 
 // decode decompresses the artifact and lays its format out on the disk, returning the
-// disk image's length. It stops at ctx's end: a MiB of zstd decodes to 32 GiB of zeros,
+// disk image's length, and refuses an image longer than capacity bytes (the target's:
+// none, -1, for a file) before any byte of it past them is written. It stops at ctx's end: a MiB of zstd decodes to 32 GiB of zeros,
 // which a disk that reads zeros skips, so the decoder may be busy for seconds with what
 // was read ahead of a deadline and never read the network that would notice it.
-func (w *writing) decode(ctx context.Context, src io.Reader, out *disk.Writer) (int64, error) {
+func (w *writing) decode(ctx context.Context, src io.Reader, out *disk.Writer, capacity int64) (int64, error) {
 	var r io.Reader
 	switch w.in.Compression {
 	case proto.CompressionZstd:
@@ -52,7 +53,6 @@ func (w *writing) decode(ctx context.Context, src io.Reader, out *disk.Writer) (
 	default:
 		r = src
 	}
-	capacity := w.target.Capacity()
 	if w.in.Format == proto.FormatQcow2 {
 		s := &qcowSink{ctx: ctx, out: out, capacity: capacity}
 		h, err := qcow2.Convert(r, s, qcow2.Limits{})

@@ -84,13 +84,18 @@ func zstdStreams(t testing.TB, data []byte) map[string]zstdStream {
 // decodeZstd decodes art with the Go decoder as deploy.image sets it up, without the
 // rewrite of RLE blocks.
 func decodeZstd(art io.Reader) ([]byte, error) {
-	d, err := zstd.NewReader(art, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(false),
-		zstd.WithDecoderMaxWindow(zstdMaxWindow), zstd.WithDecoderMaxMemory(256<<20))
+	d, err := plainZstd(art)
 	if err != nil {
 		return nil, err
 	}
 	defer d.Close()
 	return io.ReadAll(d)
+}
+
+// plainZstd is the Go decoder of art as deploy.image sets it up, reading art as it is.
+func plainZstd(art io.Reader) (*zstd.Decoder, error) {
+	return zstd.NewReader(art, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(false),
+		zstd.WithDecoderMaxWindow(zstdMaxWindow), zstd.WithDecoderMaxMemory(256<<20))
 }
 
 // TestRLEAsRawDecodesTheSame: streams the zstd tool and the Go encoder write, their RLE
