@@ -816,19 +816,21 @@ func TestOneBMCOneTenant(t *testing.T) {
 	answeringSite(t, reg, "rack-a")
 	waitState(t, acme, acmes.ID, store.NodeReady)
 
-	refused := func(what string, args ...string) {
+	// path is where the request names the address: bmc.address in an enrollment,
+	// address in an update of the BMC.
+	refused := func(what, path string, args ...string) {
 		t.Helper()
 		res := testkit.CLI(t, beta, append(args, "--format", "json")...)
 		var e testkit.ErrorObject
 		json.Unmarshal([]byte(res.Stdout), &e)
 		out := res.Stdout + res.Stderr
-		if res.Code != 1 || e.Code != "CONFLICT" || e.Details.Path != "bmc.address" || !strings.Contains(e.Message, "by another tenant") ||
+		if res.Code != 1 || e.Code != "CONFLICT" || e.Details.Path != path || !strings.Contains(e.Message, "by another tenant") ||
 			strings.Contains(out, acmes.ID) || strings.Contains(out, "nd_") || strings.Contains(out, "acme") {
-			t.Errorf("%s: exit %d\n%s\nwant CONFLICT at bmc.address, by another tenant, naming neither acme nor its node %s", what, res.Code, out, acmes.ID)
+			t.Errorf("%s: exit %d\n%s\nwant CONFLICT at %s, by another tenant, naming neither acme nor its node %s", what, res.Code, out, path, acmes.ID)
 		}
 	}
 	for i, address := range []string{"https://127.0.0.2", "127.0.0.2:443", "https://127.0.0.2:8443", "https://[::ffff:127.0.0.2]/redfish/v1"} {
-		refused("beta enrolling with acme's BMC "+address, enroll("gpu", "52:54:00:00:01:0"+string(rune('1'+i)), address)...)
+		refused("beta enrolling with acme's BMC "+address, "bmc.address", enroll("gpu", "52:54:00:00:01:0"+string(rune('1'+i)), address)...)
 	}
 	var list api.NodeList
 	if testkit.JSON(t, beta, &list, "nodes", "list"); len(list.Nodes) != 0 {
@@ -838,7 +840,7 @@ func TestOneBMCOneTenant(t *testing.T) {
 	var betas store.Node
 	testkit.JSON(t, beta, &betas, enroll("gpu", "52:54:00:00:00:02", "https://127.0.0.3")...)
 	before := waitState(t, beta, betas.ID, store.NodeReady)
-	refused("beta moving its node's BMC to acme's", "nodes", "update-bmc", betas.ID, "--bmc-address", "https://127.0.0.2:443")
+	refused("beta moving its node's BMC to acme's", "address", "nodes", "update-bmc", betas.ID, "--bmc-address", "https://127.0.0.2:443")
 	var after store.Node
 	if testkit.JSON(t, beta, &after, "nodes", "get", betas.ID); after.Rev != before.Rev || after.BMC != before.BMC {
 		t.Errorf("the refused move changed beta's node: %+v at rev %d, was %+v at %d", after.BMC, after.Rev, before.BMC, before.Rev)
