@@ -80,6 +80,12 @@ exit 0
 	}
 	stop := n.client.StartDhclientLeases(t, clientIf, script, leases)
 	bound := event("BOUND")[1]
+	// dhclient may run its script before its lease file holds the lease: stopped in
+	// between (a loaded machine), it starts again with no lease and DISCOVERs.
+	testkit.WaitFor(t, "dhclient's lease file to hold "+bound, 30*time.Second, 100*time.Millisecond, func() bool {
+		b, _ := os.ReadFile(leases)
+		return strings.Contains(string(b), "fixed-address "+bound+";")
+	})
 	stop()
 	n.client.Run(t, "ip", "addr", "flush", "dev", clientIf)
 	os.Remove(out)
