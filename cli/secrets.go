@@ -18,7 +18,8 @@ var secretCommands = []command{{
 	usage:   "--ref secret://NAME --file FILE|- [--tenant T]",
 	summary: "store (or replace) a secret of the tenant that node agents whose host units name it get, such as a k8s-join tokenRef; never shown again",
 	long: "store or replace a secret of the tenant (at most 64 KiB, byte for byte; `-` reads standard " +
-		"input), sealed at rest; only a node agent whose NodeSpec's host units name it (a " +
+		"input: from a terminal, after a prompt on standard error, up to a Ctrl-D on a line of its own, the " +
+		"newline before it part of the value, and shown on the screen as typed, which `--file FILE` avoids), sealed at rest; only a node agent whose NodeSpec's host units name it (a " +
 		"`k8s-join` `tokenRef`) gets it (docs/host-config.md), or, as a BMC login `{\"username\", " +
 		"\"password\"}`, the site agent with each BMC command of a node whose `bmc.credentialRef` " +
 		"names it (docs/bmc.md). A new secret past the tenant's bound (serve `--tenant-secrets`) is " +
@@ -28,7 +29,7 @@ var secretCommands = []command{{
 		ref := fs.String("ref", "", "the secret's name, secret://... as units name it (required)")
 		file := fs.String("file", "", "file holding the value, taken byte for byte; - reads standard input (required)")
 		return func(x *exec) error {
-			value, err := readSecret(x, *file)
+			value, err := readSecret(x, *file, *ref)
 			if err != nil {
 				return err
 			}
@@ -83,14 +84,19 @@ var secretCommands = []command{{
 	},
 }}
 
-// readSecret reads a secret's value from the file, or standard input for "-", refusing
-// one larger than a secret may be before anything is sent.
-func readSecret(x *exec, path string) ([]byte, error) {
+// readSecret reads the value of the secret ref from the file, or standard input for "-",
+// refusing one larger than a secret may be before anything is sent. A terminal on
+// standard input is told first, on standard error, what to type and how to end it.
+func readSecret(x *exec, path, ref string) ([]byte, error) {
 	var r io.Reader
 	switch path {
 	case "-":
 		if x.env.Stdin == nil {
 			return nil, proto.Errorf(proto.InvalidInput, "no standard input to read the secret from").WithPath("--file")
+		}
+		if isTerminal(x.env.Stdin) {
+			fmt.Fprintf(textWriter{x.env.Stderr}, "type the value of %s and end it with Ctrl-D on a line of its own (the newline before it is part of the value; Ctrl-D twice after the last character leaves it out)\n"+
+				"what you type shows on the screen: --file FILE keeps the value off it\n", ref)
 		}
 		r = x.env.Stdin
 	default:

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 )
 
 func TestSecretsAgainstARealRegistry(t *testing.T) {
@@ -127,4 +129,48 @@ func TestSecretsAgainstARealRegistry(t *testing.T) {
 			t.Errorf("a secret's value is in the registry's log or store")
 		}
 	}
+}
+
+// TestSecretsPutPromptsOnATerminalOnly: `secrets put --file -` with a terminal on
+// standard input says on standard error what to type and that Ctrl-D ends it, and that
+// what is typed shows, then stores what was typed; with a pipe on standard input it says
+// nothing and stores what the pipe gives. Before, a terminal waited with nothing printed.
+func TestSecretsPutPromptsOnATerminalOnly(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	keyboard, terminal := openTerminal(t)
+	if _, err := keyboard.Write([]byte("abcdef.0123456789abcdef\n\x04")); err != nil {
+		t.Fatal(err)
+	}
+	res := testkit.CLIInput(t, reg.AdminConfig, terminal, "secrets", "put", "--ref", "secret://k8s/prod-join", "--file", "-")
+	if res.Code != 0 || !strings.Contains(res.Stderr, "type the value of secret://k8s/prod-join and end it with Ctrl-D") || !strings.Contains(res.Stderr, "--file FILE keeps the value off it") {
+		t.Errorf("put from a terminal: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	res = testkit.CLIInput(t, reg.AdminConfig, strings.NewReader("ghijkl.0123456789abcdef"), "secrets", "put", "--ref", "secret://k8s/prod-join", "--file", "-")
+	if res.Code != 0 || !strings.Contains(res.Stdout, "replaced") || res.Stderr != "" {
+		t.Errorf("put from a pipe: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+}
+
+// openTerminal opens a pseudo-terminal: the side that types into it, and the terminal a
+// command reads.
+func openTerminal(t *testing.T) (keyboard, terminal *os.File) {
+	t.Helper()
+	keyboard, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { keyboard.Close() })
+	if err := unix.IoctlSetPointerInt(int(keyboard.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(keyboard.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	terminal, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { terminal.Close() })
+	return keyboard, terminal
 }

@@ -5,7 +5,19 @@ import (
 	"io"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
+
+// isTerminal reports whether r is a terminal: a file whose terminal attributes read.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(interface{ Fd() uintptr })
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
 
 // textWriter is w for what a command prints for people (its tables, a workflow's lines,
 // its error): every control character but the tab and the newline its lines are made of

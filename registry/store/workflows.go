@@ -139,10 +139,22 @@ type Attempt struct {
 	// BootID is the boot id of the machine's agent that had joined last when the attempt
 	// started (AgentJoin.BootID): a join of that boot since is a reconnect, not the
 	// machine's return from the attempt's power action or kexec. Empty when unknown.
-	BootID     string       `json:"bootId,omitempty"`
+	BootID string `json:"bootId,omitempty"`
+	// Streamed is what the attempt's deploy.image progress reports counted toward the
+	// deploy metrics so far: the most of each figure counted (registry/workflow's
+	// deployStreamed). A report adds only what passes it, so that an attempt adds no
+	// more than its image holds however often its stream goes back to 0.
+	Streamed   Streamed     `json:"streamed,omitzero"`
 	StartedAt  time.Time    `json:"startedAt"`
 	FinishedAt time.Time    `json:"finishedAt,omitzero"`
 	Error      *proto.Error `json:"error,omitempty"`
+}
+
+// Streamed is the bytes of an image read and written that an attempt's deploy.image
+// progress reports counted toward the deploy metrics.
+type Streamed struct {
+	Read    int64 `json:"read"`
+	Written int64 `json:"written"`
 }
 
 // StepFailure is the step that failed a run (or a node's deploy) and its error.

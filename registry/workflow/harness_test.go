@@ -46,6 +46,8 @@ type harness struct {
 	// endBytes is the NewRun.EndBytes of the runs start starts: the less their records
 	// keep.
 	endBytes int
+	// observer is the Observer of every engine the harness starts; none when nil.
+	observer Observer
 }
 
 func newHarness(t *testing.T, labels map[string]string) *harness {
@@ -73,7 +75,7 @@ func (h *harness) open() {
 		h.t.Fatal(err)
 	}
 	h.store, h.joins = st, NewJoinLog(st, store.Holder{})
-	h.engine = New(Config{Store: st, Clock: h.clock, Relay: h.agent, Joins: h.joins, Backoff: backoff})
+	h.engine = New(Config{Store: st, Clock: h.clock, Relay: h.agent, Joins: h.joins, Backoff: backoff, Observer: h.observer})
 	for use, fn := range h.handlers {
 		h.engine.Handle(use, fn)
 	}

@@ -87,7 +87,10 @@ func (e *Engine) ReportProgress(commandID string, sent, detail json.RawMessage) 
 		for i := range r.Steps {
 			s := &r.Steps[i]
 			if s.Phase == phase && s.Index == index && s.State == store.StepRunning && runningAttempt(*s, commandID) {
-				location, read, written = deployStreamed(s.Progress, detail, sent)
+				a := &s.Attempts[len(s.Attempts)-1]
+				location, read, written = deployStreamed(a.Streamed, detail, sent)
+				a.Streamed.Read += read
+				a.Streamed.Written += written
 				s.Progress = detail
 				return nil
 			}
@@ -110,28 +113,28 @@ func runningAttempt(s store.RunStep, commandID string) bool {
 	return commandID == a || strings.HasPrefix(commandID, a+":")
 }
 
-// deployStreamed is what a deploy.image's progress report adds to the one before it:
-// the bytes of the image read and written to the disk, and where the image streams from
+// deployStreamed is what a deploy.image's progress report adds to what the command's
+// reports counted before (counted, the attempt's store.Streamed): the bytes of the image
+// read and written to the disk past the most counted, and where the image streams from
 // (proto.DeployFromCache or proto.DeployFromSource; "other" for anything else an agent
 // says, so the metrics' labels stay bounded). Any other progress is "". A report behind
-// the one before (the stream restarted) adds nothing until it passes it. Each figure of
-// a report counts up to what the deploy.image the registry sent (sent, its payload) can
-// read and write (proto.DeployImage.ProgressBounds): an agent's figure of 2^63 bytes
-// adds no more than the image holds.
-func deployStreamed(before, now, sent json.RawMessage) (location string, read, written int64) {
-	var old, cur proto.DeployImageProgress
+// the most counted (the stream restarted) adds nothing until it passes it, however often
+// it goes back. Each figure of a report counts up to what the deploy.image the registry
+// sent (sent, its payload) can read and write (proto.DeployImage.ProgressBounds): an
+// agent's figure of 2^63 bytes, or its stream restarted again and again, adds no more
+// than the image holds.
+func deployStreamed(counted store.Streamed, now, sent json.RawMessage) (location string, read, written int64) {
+	var cur proto.DeployImageProgress
 	if json.Unmarshal(now, &cur) != nil || cur.Location == "" {
 		return "", 0, 0
 	}
-	json.Unmarshal(before, &old)
 	var in proto.DeployImage
 	json.Unmarshal(sent, &in)
 	readMax, writtenMax := in.ProgressBounds()
-	capped := func(n, most int64) int64 { return min(max(n, 0), most) }
+	past := func(n, most, mark int64) int64 { return max(min(n, most)-mark, 0) }
 	location = cur.Location
 	if location != proto.DeployFromCache && location != proto.DeployFromSource {
 		location = "other"
 	}
-	return location, max(capped(cur.Read, readMax)-capped(old.Read, readMax), 0),
-		max(capped(cur.BytesWritten, writtenMax)-capped(old.BytesWritten, writtenMax), 0)
+	return location, past(cur.Read, readMax, counted.Read), past(cur.BytesWritten, writtenMax, counted.Written)
 }
