@@ -226,7 +226,7 @@ func TestTenantCannotSendPlatformBMCCredentialAnywhere(t *testing.T) {
 	if moved.BMC.CredentialRef != "" || moved.PlatformBMC {
 		t.Errorf("the tenant moved a BMC the platform bound and kept its credential: %+v, platform %v", moved.BMC, moved.PlatformBMC)
 	}
-	if e := testkit.Fails(t, globex, "nodes", "update-bmc", node.ID, "--bmc-credential", "secret://platform/rack-bmc"); e.Code != "FORBIDDEN" || e.Details.Path != "bmc.credentialRef" {
+	if e := testkit.Fails(t, globex, "nodes", "update-bmc", node.ID, "--bmc-credential", "secret://platform/rack-bmc"); e.Code != "FORBIDDEN" || e.Details.Path != "credentialRef" {
 		t.Errorf("the tenant binding the platform's credential again: %+v", e)
 	}
 	if res := testkit.CLI(t, globex, "nodes", "deploy", node.ID, "--profile", "set-power", "--wait"); res.Code == 0 {
