@@ -28,14 +28,14 @@ var measuredBootCommands = []command{{
 }, {
 	path:    "nodes attest accept",
 	usage:   "ID --boot DIGEST [--tenant T]",
-	summary: "make a node's last verified boot, named by its digest, its measured-boot baseline, which later boots must match",
-	long: "make a node's last verified boot its measured-boot baseline, which later boots must match; " +
-		"`--boot` names that boot by the digest `nodes attestation` shows (`last boot`, `lastBoot.digest`), " +
-		"and a node that booted again since is refused INVALID_STATE, reason boot-changed, its baseline unchanged (docs/attestation.md)",
+	summary: "make a node's last verified boot, named by the digest `nodes attestation` shows, its measured-boot baseline, which later boots must match",
+	long: "make a node's last verified boot its measured-boot baseline, which later boots must match. " +
+		"`--boot` names that boot by the digest `nodes attestation` shows (`digest` under `last boot`; `lastBoot.digest` in JSON): " +
+		"a node verified again since is refused INVALID_STATE, reason boot-changed, and keeps its baseline (docs/attestation.md)",
 	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
-		boot := fs.String("boot", "", "the digest of the boot accepted, sha256:..., as `nodes attestation` shows it (required)")
+		boot := fs.String("boot", "", "the `DIGEST` of the boot accepted, sha256:..., as nodes attestation shows it (required)")
 		return func(x *exec) error {
 			var out api.NodeAttestation
 			if err := x.call("metal.acceptBoot", api.AcceptBootRequest{TenantID: *tenant, NodeID: x.args[0], Boot: *boot}, &out); err != nil {

@@ -250,8 +250,8 @@ func (s *Service) attest(ctx context.Context, a *workflow.Attempt) (*proto.Attes
 	}
 	s.cfg.Log.Info("measured boot: boot verified", "node", a.Node.ID, "mode", mode, "verdict", res.Verdict)
 	if res.Verdict == proto.VerdictMismatch && mode != proto.MeasuredBootRecord {
-		return nil, proto.Errorf(proto.DriverError, "the machine's boot differs from what pool %s's measured-boot policy (%s) expects: %s. If the change is expected, accept this boot as the node's baseline with `nodes attest accept %s`",
-			a.Node.Pool, mode, strings.Join(res.Mismatches, "; "), a.Node.ID).WithReason(proto.ReasonMeasurementMismatch)
+		return nil, proto.Errorf(proto.DriverError, "the machine's boot differs from what pool %s's measured-boot policy (%s) expects: %s. If the change is expected, accept this boot as the node's baseline with `nodes attest accept %s --boot %s`",
+			a.Node.Pool, mode, strings.Join(res.Mismatches, "; "), a.Node.ID, BootDigest(boot)).WithReason(proto.ReasonMeasurementMismatch)
 	}
 	return res, nil
 }

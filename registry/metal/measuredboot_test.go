@@ -144,7 +144,7 @@ func TestMeasuredBootTOFU(t *testing.T) {
 	n = h.deployOnce(node)
 	if n.State != store.NodeFailed || n.Failure == nil || n.Failure.Error.Code != proto.DriverError ||
 		n.Failure.Error.Details.Reason != proto.ReasonMeasurementMismatch || !strings.Contains(n.Failure.Error.Message, `new event EV_EFI_BOOT_SERVICES_APPLICATION`) ||
-		!strings.Contains(n.Failure.Error.Message, `image \vmlinuz`) || !strings.Contains(n.Failure.Error.Message, "nodes attest accept "+node) {
+		!strings.Contains(n.Failure.Error.Message, `image \vmlinuz`) || !strings.Contains(n.Failure.Error.Message, "nodes attest accept "+node+" --boot "+BootDigest(h.nodeTPM(node).Last.Boot)) {
 		t.Fatalf("another kernel: node %s, failure %+v", n.State, n.Failure)
 	}
 	if sent := h.machine.received(proto.CommandDeployImage); len(sent) != 0 {
