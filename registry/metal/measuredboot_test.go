@@ -162,6 +162,18 @@ func TestMeasuredBootTOFU(t *testing.T) {
 	}
 }
 
+// tofuBaseline enrolls a node whose machine has a TPM under tofu and deploys it once, its
+// boot of kernel 6.1 becoming the baseline.
+func (h *harness) tofuBaseline() (string, *tpmMachine) {
+	h.t.Helper()
+	node := h.enroll(nil)
+	tm := h.withTPM("kernel 6.1", proto.MeasuredBootTOFU)
+	if n := h.deployOnce(node); n.State != store.NodeActive {
+		h.t.Fatalf("first boot: node %s %+v", n.State, n.Failure)
+	}
+	return node, tm
+}
+
 // acceptBoot accepts the node's boot of digest boot, as credential cred_ops.
 func (h *harness) acceptBoot(node, boot string) error {
 	return h.store.Update(func(tx *store.Tx) error { _, err := AcceptBoot(tx, node, boot, "cred_ops"); return err })
@@ -175,11 +187,7 @@ func (h *harness) acceptBoot(node, boot string) error {
 // boot; neither refusal changes the record.
 func TestAcceptNamesTheBootLookedAt(t *testing.T) {
 	h := newHarness(t)
-	node := h.enroll(nil)
-	tm := h.withTPM("kernel 6.1", proto.MeasuredBootTOFU)
-	if n := h.deployOnce(node); n.State != store.NodeActive {
-		t.Fatalf("first boot: node %s %+v", n.State, n.Failure)
-	}
+	node, tm := h.tofuBaseline()
 	tm.reboot(t, "kernel 6.2")
 	if n := h.deployOnce(node); n.State != store.NodeFailed {
 		t.Fatalf("kernel 6.2 under tofu: node %s, want failed", n.State)
@@ -238,11 +246,7 @@ func TestAcceptNamesTheBootLookedAt(t *testing.T) {
 // refused before deploy.image.
 func TestMeasuredBootReplayedQuote(t *testing.T) {
 	h := newHarness(t)
-	node := h.enroll(nil)
-	tm := h.withTPM("kernel 6.1", proto.MeasuredBootTOFU)
-	if n := h.deployOnce(node); n.State != store.NodeActive {
-		t.Fatalf("first boot: %s %+v", n.State, n.Failure)
-	}
+	node, tm := h.tofuBaseline()
 	old := tm.quoted[0]
 	h.machine.answers[proto.CommandTPMQuote] = func(json.RawMessage) (json.RawMessage, error) { return old, nil }
 	n := h.deployOnce(node)
