@@ -292,7 +292,7 @@ func BootDigest(b proto.MeasuredBoot) string {
 func AcceptBoot(tx *store.Tx, node, boot, by string) (store.NodeTPM, error) {
 	digits, isDigest := strings.CutPrefix(boot, "sha256:")
 	if _, err := hex.DecodeString(digits); !isDigest || err != nil || len(digits) != 2*sha256.Size || strings.ToLower(digits) != digits {
-		return store.NodeTPM{}, proto.Errorf(proto.InvalidInput, "boot %q is not the digest of a boot (sha256: and 64 lower-case hex digits): give the last boot's, as `nodes attestation %s` shows it", boot, node).WithPath("boot")
+		return store.NodeTPM{}, proto.Errorf(proto.InvalidInput, "boot is not the digest of a boot (sha256: and 64 lower-case hex digits): give the last boot's, as `nodes attestation %s` shows it", node).WithPath("boot")
 	}
 	rec, ok, err := tx.NodeTPM(node)
 	if err != nil {
