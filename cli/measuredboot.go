@@ -27,14 +27,18 @@ var measuredBootCommands = []command{{
 	},
 }, {
 	path:    "nodes attest accept",
-	usage:   "ID [--tenant T]",
-	summary: "make a node's last verified boot its measured-boot baseline, which later boots must match",
-	nargs:   1,
+	usage:   "ID --boot DIGEST [--tenant T]",
+	summary: "make a node's last verified boot, named by the digest `nodes attestation` shows, its measured-boot baseline, which later boots must match",
+	long: "make a node's last verified boot its measured-boot baseline, which later boots must match. " +
+		"`--boot` names that boot by the digest `nodes attestation` shows (`digest` under `last boot`; `lastBoot.digest` in JSON): " +
+		"a node verified again since is refused INVALID_STATE, reason boot-changed, and keeps its baseline (docs/attestation.md)",
+	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
+		boot := fs.String("boot", "", "the `DIGEST` of the boot accepted, sha256:..., as nodes attestation shows it (required)")
 		return func(x *exec) error {
 			var out api.NodeAttestation
-			if err := x.call("metal.acceptBoot", api.NodeKey{TenantID: *tenant, NodeID: x.args[0]}, &out); err != nil {
+			if err := x.call("metal.acceptBoot", api.AcceptBootRequest{TenantID: *tenant, NodeID: x.args[0], Boot: *boot}, &out); err != nil {
 				return err
 			}
 			x.print(out, func(w *tabwriter.Writer) { attestedBootText(w, out) })
@@ -68,6 +72,7 @@ func attestedBootText(w *tabwriter.Writer, a api.NodeAttestation) {
 		return
 	}
 	fmt.Fprintf(w, "last boot\t%s: %s (policy %s)\n", l.VerifiedAt.Format(time.RFC3339), l.Verdict, l.Mode)
+	fmt.Fprintf(w, "  digest\t%s\n", l.Digest)
 	for _, m := range l.Mismatches {
 		fmt.Fprintf(w, "  differs\t%s\n", m)
 	}

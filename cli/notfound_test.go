@@ -3,6 +3,7 @@ package cli_test
 import (
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/testkit"
@@ -33,7 +34,7 @@ func TestNotFoundSaysWhatToRun(t *testing.T) {
 		{admin, []string{"nodes", "events", "nd_nope"}, "nodeId"},
 		{admin, []string{"nodes", "inventory", "nd_nope"}, "nodeId"},
 		{admin, []string{"nodes", "attestation", "nd_nope"}, "nodeId"},
-		{admin, []string{"nodes", "attest", "accept", "nd_nope"}, "nodeId"},
+		{admin, []string{"nodes", "attest", "accept", "nd_nope", "--boot", "sha256:" + strings.Repeat("0", 64)}, "nodeId"},
 		{admin, []string{"nodes", "update-bmc", "nd_nope", "--bmc-driver", "qmp"}, "nodeId"},
 		{admin, []string{"workflows", "get", "wf_nope"}, "id"},
 		{admin, []string{"workflows", "attestation", "wf_nope", "--step", "0", "--out", t.TempDir() + "/a"}, "id"},

@@ -441,7 +441,9 @@ func TestNoMethodReachesAnotherTenant(t *testing.T) {
 		"metal.get":         func(tn string) any { return api.NodeKey{TenantID: tn, NodeID: node.ID} },
 		"metal.inventory":   func(tn string) any { return api.NodeKey{TenantID: tn, NodeID: node.ID} },
 		"metal.attestation": func(tn string) any { return api.NodeKey{TenantID: tn, NodeID: node.ID} },
-		"metal.acceptBoot":  func(tn string) any { return api.NodeKey{TenantID: tn, NodeID: node.ID} },
+		"metal.acceptBoot": func(tn string) any {
+			return api.AcceptBootRequest{TenantID: tn, NodeID: node.ID, Boot: "sha256:" + strings.Repeat("0", 64)}
+		},
 		"metal.events": func(tn string) any {
 			return api.EventsRequest{TenantID: tn, NodeID: node.ID, AfterSeq: 1, Wait: true}
 		},

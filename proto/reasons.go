@@ -180,6 +180,10 @@ const (
 	// ReasonEKEnrolled (INVALID_STATE): the TPM's endorsement key is enrolled for another
 	// node already: one TPM is one machine's.
 	ReasonEKEnrolled = "ek-enrolled"
+	// ReasonBootChanged (INVALID_STATE): nodes attest accept (metal.acceptBoot) named a
+	// boot that is not the node's last verified boot: the node booted again since the
+	// operator looked, and nothing was accepted.
+	ReasonBootChanged = "boot-changed"
 
 	// Workflow runs (docs/workflows.md#what-a-run-keeps).
 

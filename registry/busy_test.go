@@ -2242,8 +2242,8 @@ func TestBusyMeasuredBoot(t *testing.T) {
 		wf := f.runEnded(forger, retried.WorkflowID)
 		if want == proto.VerdictMismatch {
 			f.attestFailed(wf, "steps[0]", proto.ReasonMeasurementMismatch)
-			f.checkBoot(forger, proto.VerdictMismatch)
-			accepted, err := call[api.NodeAttestation](c, "metal.acceptBoot", api.NodeKey{NodeID: forger.node})
+			seen := f.checkBoot(forger, proto.VerdictMismatch)
+			accepted, err := call[api.NodeAttestation](c, "metal.acceptBoot", api.AcceptBootRequest{NodeID: forger.node, Boot: seen})
 			if f.must(err, "metal.acceptBoot") && (accepted.Baseline == nil || !forger.ownPCRs(accepted.Baseline.PCRs)) {
 				t.Errorf("%s's accepted baseline %+v is not its boot of %q", forger.node, accepted.Baseline, forger.kernel)
 			}
@@ -2455,28 +2455,36 @@ func (f *busyFleet) attestFailed(wf api.WorkflowView, step, reason string) {
 
 // checkBoot checks that m's tenant reads m's node enrolled with its TPM's EK, and its
 // last boot verified its own, with verdict.
-func (f *busyFleet) checkBoot(m *tpmMachine, verdict string) {
+func (f *busyFleet) checkBoot(m *tpmMachine, verdict string) (digest string) {
 	got, err := call[api.NodeAttestation](f.tenants[m.tenant], "metal.attestation", api.NodeKey{NodeID: m.node})
 	if !f.must(err, "metal.attestation") {
-		return
+		return ""
 	}
 	m.mu.Lock()
 	ek := sha256.Sum256(m.ek)
 	m.mu.Unlock()
 	if !got.Enrolled || got.EKSHA256 != hex.EncodeToString(ek[:]) || got.LastBoot == nil || got.LastBoot.Verdict != verdict || !m.ownPCRs(got.LastBoot.PCRs) {
 		f.t.Errorf("%s's attestation %+v: want enrolled with its TPM's EK, its last boot its own of %q, verdict %s", m.node, got, m.kernel, verdict)
+		return ""
 	}
+	return got.LastBoot.Digest
 }
 
 // strangerAttestation has the tenant that is not m's ask for m's node's attestation, and
-// to accept its boot: NOT_FOUND both, and the node's attestation is as before.
+// to accept its last boot, named as m's tenant sees it: NOT_FOUND both, and the node's attestation is as before.
 func (f *busyFleet) strangerAttestation(m *tpmMachine) {
 	other := busyTenants[0]
 	if other == m.tenant {
 		other = busyTenants[1]
 	}
-	for _, method := range []string{"metal.attestation", "metal.acceptBoot"} {
-		got, err := call[api.NodeAttestation](f.tenants[other], method, api.NodeKey{NodeID: m.node})
+	// The stranger names the node's last boot as its tenant sees it, once there is one.
+	boot := "sha256:" + strings.Repeat("0", 64)
+	if own, err := call[api.NodeAttestation](f.tenants[m.tenant], "metal.attestation", api.NodeKey{NodeID: m.node}); f.must(err, "metal.attestation") && own.LastBoot != nil {
+		boot = own.LastBoot.Digest
+	}
+	for method, req := range map[string]any{"metal.attestation": api.NodeKey{NodeID: m.node},
+		"metal.acceptBoot": api.AcceptBootRequest{NodeID: m.node, Boot: boot}} {
+		got, err := call[api.NodeAttestation](f.tenants[other], method, req)
 		if proto.CodeOf(err) != proto.NotFound || got.Enrolled || got.LastBoot != nil || got.Baseline != nil {
 			f.t.Errorf("%s calls %s on %s's node %s: %+v, %v; want NOT_FOUND", other, method, m.tenant, m.node, got, err)
 		}

@@ -58,6 +58,9 @@ type SecureBoot struct {
 
 // AttestedBoot is a verified boot with the policy's verdict.
 type AttestedBoot struct {
+	// Digest names the boot to metal.acceptBoot (metal.BootDigest): sha256: and the
+	// SHA-256 of its PCR values.
+	Digest     string      `json:"digest"`
 	Mode       string      `json:"mode"`
 	Verdict    string      `json:"verdict"`
 	Mismatches []string    `json:"mismatches,omitempty"`
@@ -85,10 +88,18 @@ func attestationOf(node string, rec store.NodeTPM, enrolled bool) NodeAttestatio
 		out.Baseline = &BootBaseline{PCRs: viewsOf(b.PCRs, pcrOf), SetAt: b.SetAt, AcceptedBy: b.AcceptedBy}
 	}
 	if l := rec.Last; l != nil {
-		out.LastBoot = &AttestedBoot{Mode: l.Mode, Verdict: l.Verdict, Mismatches: l.Mismatches, PCRs: viewsOf(l.Boot.PCRs, pcrOf),
+		out.LastBoot = &AttestedBoot{Digest: metal.BootDigest(l.Boot), Mode: l.Mode, Verdict: l.Verdict, Mismatches: l.Mismatches, PCRs: viewsOf(l.Boot.PCRs, pcrOf),
 			Events: viewsOf(l.Boot.Events, bootEventOf), SecureBoot: SecureBoot(l.Boot.SecureBoot), VerifiedAt: l.VerifiedAt}
 	}
 	return out
+}
+
+// AcceptBootRequest is the body of metal.acceptBoot: the node, and the boot accepted as
+// metal.attestation shows it (lastBoot.digest), required.
+type AcceptBootRequest struct {
+	TenantID string `json:"tenantId,omitempty"`
+	NodeID   string `json:"nodeId"`
+	Boot     string `json:"boot"`
 }
 
 // registerAttestation adds metal.attestation and metal.acceptBoot.
@@ -105,18 +116,18 @@ func (s *Server) registerAttestation() {
 		})
 		return out, err
 	})
-	Handle(s, "metal.acceptBoot", ActionNodesManage, func(_ context.Context, c *Caller, req NodeKey) (out NodeAttestation, err error) {
+	Handle(s, "metal.acceptBoot", ActionNodesManage, func(_ context.Context, c *Caller, req AcceptBootRequest) (out NodeAttestation, err error) {
 		err = c.update(func(tx *store.Tx) error {
-			n, err := tenantNode(tx, c, req)
+			n, err := tenantNode(tx, c, NodeKey{TenantID: req.TenantID, NodeID: req.NodeID})
 			if err != nil {
 				return err
 			}
-			rec, err := metal.AcceptBoot(tx, n.ID, c.CredentialID)
+			rec, err := metal.AcceptBoot(tx, n.ID, req.Boot, c.CredentialID)
 			out = attestationOf(n.ID, rec, true)
 			return err
 		})
 		if err == nil {
-			s.log.Info("measured boot: baseline accepted", "node", out.NodeID, "credential", c.CredentialID)
+			s.log.Info("measured boot: baseline accepted", "node", out.NodeID, "boot", req.Boot, "credential", c.CredentialID)
 		}
 		return out, err
 	})

@@ -51,7 +51,7 @@ var requestOf = map[string]any{
 	"sites.create": CreateSiteRequest{}, "sites.update": UpdateSiteRequest{}, "sites.list": ListRequest{}, "sites.cachePlan": SiteRequest{},
 	"sites.knownMacs": KnownMACsRequest{}, "sites.locations": SiteRequest{}, "sites.inventory": SiteRequest{},
 	"sites.revokeCertificates": RevokeSiteCertificatesRequest{},
-	"metal.events":             EventsRequest{}, "metal.attestation": NodeKey{}, "metal.acceptBoot": NodeKey{}, "metal.inventory": NodeKey{},
+	"metal.events":             EventsRequest{}, "metal.attestation": NodeKey{}, "metal.acceptBoot": AcceptBootRequest{}, "metal.inventory": NodeKey{},
 	"metal.inspect": TransitionRequest{}, "metal.commission": TransitionRequest{}, "metal.release": TransitionRequest{},
 	"metal.retire": TransitionRequest{}, "metal.rescue": TransitionRequest{}, "metal.unrescue": TransitionRequest{},
 	"metal.retry": TransitionRequest{}, "metal.cancel": TransitionRequest{}, "metal.remediate": RemediateRequest{},

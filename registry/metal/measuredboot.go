@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/measuredboot"
@@ -249,8 +250,8 @@ func (s *Service) attest(ctx context.Context, a *workflow.Attempt) (*proto.Attes
 	}
 	s.cfg.Log.Info("measured boot: boot verified", "node", a.Node.ID, "mode", mode, "verdict", res.Verdict)
 	if res.Verdict == proto.VerdictMismatch && mode != proto.MeasuredBootRecord {
-		return nil, proto.Errorf(proto.DriverError, "the machine's boot differs from what pool %s's measured-boot policy (%s) expects: %s. If the change is expected, accept this boot as the node's baseline with `nodes attest accept %s`",
-			a.Node.Pool, mode, strings.Join(res.Mismatches, "; "), a.Node.ID).WithReason(proto.ReasonMeasurementMismatch)
+		return nil, proto.Errorf(proto.DriverError, "the machine's boot differs from what pool %s's measured-boot policy (%s) expects: %s. If the change is expected, accept this boot as the node's baseline with `nodes attest accept %s --boot %s`",
+			a.Node.Pool, mode, strings.Join(res.Mismatches, "; "), a.Node.ID, BootDigest(boot)).WithReason(proto.ReasonMeasurementMismatch)
 	}
 	return res, nil
 }
@@ -265,16 +266,44 @@ func goldenValues(p *store.MeasuredBootPolicy) []proto.PCRValue {
 	return out
 }
 
+// BootDigest names a verified boot for AcceptBoot, as metal.attestation shows it:
+// "sha256:" and the SHA-256, in lower-case hex, of the boot's PCR values, a line
+// "INDEX:VALUE\n" each (VALUE in lower-case hex) in the order of their index. It is made
+// of what an accept writes into the baseline and later boots are compared with, so two
+// boots of one digest make the same baseline; the boot's verifiedAt would not name one
+// boot, being the clock of whichever replica verified it (replicas' clocks disagree, and a
+// clock stepped back repeats a time).
+func BootDigest(b proto.MeasuredBoot) string {
+	pcrs := slices.SortedFunc(slices.Values(b.PCRs), func(x, y proto.PCRValue) int { return x.Index - y.Index })
+	h := sha256.New()
+	for _, p := range pcrs {
+		fmt.Fprintf(h, "%d:%x\n", p.Index, p.Digest)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
 // AcceptBoot makes the node's last verified boot its baseline: what later boots must
-// match under tofu, and what record compares with. A node without a verified boot is
-// INVALID_STATE.
-func AcceptBoot(tx *store.Tx, node, by string) (store.NodeTPM, error) {
+// match under tofu, and what record compares with. boot names the boot accepted, its
+// BootDigest as the operator read it: it must be the last boot's, or the accept is
+// INVALID_STATE (reason boot-changed) and changes nothing, as a boot verified since the
+// operator looked (another kernel, another boot loader) would otherwise become the
+// baseline unseen. A boot that is not a digest is INVALID_INPUT at boot; a node without
+// a verified boot is INVALID_STATE.
+func AcceptBoot(tx *store.Tx, node, boot, by string) (store.NodeTPM, error) {
+	digits, isDigest := strings.CutPrefix(boot, "sha256:")
+	if _, err := hex.DecodeString(digits); !isDigest || err != nil || len(digits) != 2*sha256.Size || strings.ToLower(digits) != digits {
+		return store.NodeTPM{}, proto.Errorf(proto.InvalidInput, "boot is not the digest of a boot (sha256: and 64 lower-case hex digits): give the last boot's, as `nodes attestation %s` shows it", node).WithPath("boot")
+	}
 	rec, ok, err := tx.NodeTPM(node)
 	if err != nil {
 		return rec, err
 	}
 	if !ok || rec.Last == nil {
 		return rec, proto.Errorf(proto.InvalidState, "node %s has no verified boot to accept: its pool's measured-boot policy must be on and a deploy (or attest.boot) run first", node)
+	}
+	if last := BootDigest(rec.Last.Boot); last != boot {
+		return rec, proto.Errorf(proto.InvalidState, "node %s's last verified boot is %s (verified %s), not %s: the node booted again since, and its baseline is unchanged; look again with `nodes attestation %s` and accept the boot it shows if it is expected",
+			node, last, rec.Last.VerifiedAt.Format(time.RFC3339Nano), boot, node).WithPath("boot").WithReason(proto.ReasonBootChanged)
 	}
 	rec.Baseline = &store.BootBaseline{PCRs: rec.Last.Boot.PCRs, Events: rec.Last.Boot.Events, SetAt: tx.Now(), AcceptedBy: by}
 	return rec, tx.PutNodeTPM(rec)

@@ -144,7 +144,7 @@ func TestMeasuredBootTOFU(t *testing.T) {
 	n = h.deployOnce(node)
 	if n.State != store.NodeFailed || n.Failure == nil || n.Failure.Error.Code != proto.DriverError ||
 		n.Failure.Error.Details.Reason != proto.ReasonMeasurementMismatch || !strings.Contains(n.Failure.Error.Message, `new event EV_EFI_BOOT_SERVICES_APPLICATION`) ||
-		!strings.Contains(n.Failure.Error.Message, `image \vmlinuz`) || !strings.Contains(n.Failure.Error.Message, "nodes attest accept "+node) {
+		!strings.Contains(n.Failure.Error.Message, `image \vmlinuz`) || !strings.Contains(n.Failure.Error.Message, "nodes attest accept "+node+" --boot "+BootDigest(h.nodeTPM(node).Last.Boot)) {
 		t.Fatalf("another kernel: node %s, failure %+v", n.State, n.Failure)
 	}
 	if sent := h.machine.received(proto.CommandDeployImage); len(sent) != 0 {
@@ -154,7 +154,7 @@ func TestMeasuredBootTOFU(t *testing.T) {
 		t.Fatalf("refused boot's verdict %s", v)
 	}
 
-	if err := h.store.Update(func(tx *store.Tx) error { _, err := AcceptBoot(tx, node, "cred_ops"); return err }); err != nil {
+	if err := h.acceptBoot(node, BootDigest(h.nodeTPM(node).Last.Boot)); err != nil {
 		t.Fatal(err)
 	}
 	if n = h.deployOnce(node); n.State != store.NodeActive {
@@ -162,15 +162,91 @@ func TestMeasuredBootTOFU(t *testing.T) {
 	}
 }
 
+// tofuBaseline enrolls a node whose machine has a TPM under tofu and deploys it once, its
+// boot of kernel 6.1 becoming the baseline.
+func (h *harness) tofuBaseline() (string, *tpmMachine) {
+	h.t.Helper()
+	node := h.enroll(nil)
+	tm := h.withTPM("kernel 6.1", proto.MeasuredBootTOFU)
+	if n := h.deployOnce(node); n.State != store.NodeActive {
+		h.t.Fatalf("first boot: node %s %+v", n.State, n.Failure)
+	}
+	return node, tm
+}
+
+// acceptBoot accepts the node's boot of digest boot, as credential cred_ops.
+func (h *harness) acceptBoot(node, boot string) error {
+	return h.store.Update(func(tx *store.Tx) error { _, err := AcceptBoot(tx, node, boot, "cred_ops"); return err })
+}
+
+// An accept names the boot the operator looked at: after the operator read the digest of
+// a refused boot, the machine boots another kernel and is verified; the accept of the
+// boot looked at is refused INVALID_STATE (reason boot-changed) and the baseline is still
+// the first boot's, so the unseen kernel is refused at the next deploy. The accept of the
+// boot now shown makes it the baseline. A boot that is not a digest is INVALID_INPUT at
+// boot; neither refusal changes the record.
+func TestAcceptNamesTheBootLookedAt(t *testing.T) {
+	h := newHarness(t)
+	node, tm := h.tofuBaseline()
+	tm.reboot(t, "kernel 6.2")
+	if n := h.deployOnce(node); n.State != store.NodeFailed {
+		t.Fatalf("kernel 6.2 under tofu: node %s, want failed", n.State)
+	}
+	lookedAt := BootDigest(h.nodeTPM(node).Last.Boot)
+
+	tm.reboot(t, "kernel 6.2 with a rootkit")
+	if n := h.deployOnce(node); n.State != store.NodeFailed {
+		t.Fatalf("the rootkit's boot under tofu: node %s, want failed", n.State)
+	}
+	before := h.nodeTPM(node)
+	current := BootDigest(before.Last.Boot)
+	if current == lookedAt {
+		t.Fatalf("two kernels' boots have one digest %s", current)
+	}
+	refused := map[string]struct {
+		boot, reason string
+		code         proto.Code
+	}{
+		"the boot looked at, booted over since": {lookedAt, proto.ReasonBootChanged, proto.InvalidState},
+		"no boot named":                         {"", "", proto.InvalidInput},
+		"a digest without its sha256:":          {strings.TrimPrefix(current, "sha256:"), "", proto.InvalidInput},
+		"a digest in capitals":                  {strings.ToUpper(current), "", proto.InvalidInput},
+		"a digest cut short":                    {current[:len(current)-2], "", proto.InvalidInput},
+	}
+	for name, tc := range refused {
+		if err := h.acceptBoot(node, tc.boot); err == nil {
+			t.Errorf("%s: accepted, want %s reason %q at boot", name, tc.code, tc.reason)
+		} else if e := proto.AsError(err); e.Code != tc.code || e.Details.Reason != tc.reason || e.Details.Path != "boot" {
+			t.Errorf("%s: %v, want %s reason %q at boot", name, err, tc.code, tc.reason)
+		}
+		if diff := cmp.Diff(before, h.nodeTPM(node)); diff != "" {
+			t.Errorf("%s changed the record (-before +after):\n%s", name, diff)
+		}
+	}
+	if err := h.acceptBoot(node, lookedAt); err == nil || !strings.Contains(err.Error(), "booted again since") || !strings.Contains(err.Error(), current) {
+		t.Errorf("the refusal of the boot looked at does not say the node booted again since, and its last boot: %v", err)
+	}
+	if n := h.deployOnce(node); n.State != store.NodeFailed || n.Failure.Error.Details.Reason != proto.ReasonMeasurementMismatch {
+		t.Fatalf("the unseen boot after a refused accept: node %s %+v, want failed with a mismatch", n.State, n.Failure)
+	}
+
+	current = BootDigest(h.nodeTPM(node).Last.Boot)
+	if err := h.acceptBoot(node, current); err != nil {
+		t.Fatalf("accepting the boot shown: %v", err)
+	}
+	if rec := h.nodeTPM(node); rec.Baseline == nil || rec.Baseline.AcceptedBy != "cred_ops" || !cmp.Equal(rec.Baseline.PCRs, rec.Last.Boot.PCRs) {
+		t.Fatalf("after accepting the boot shown: baseline %+v, last boot %+v", rec.Baseline, rec.Last.Boot.PCRs)
+	}
+	if n := h.deployOnce(node); n.State != store.NodeActive {
+		t.Fatalf("the accepted boot again: node %s %+v", n.State, n.Failure)
+	}
+}
+
 // A machine that answers tpm.quote with an earlier answer (a quote over an old nonce) is
 // refused before deploy.image.
 func TestMeasuredBootReplayedQuote(t *testing.T) {
 	h := newHarness(t)
-	node := h.enroll(nil)
-	tm := h.withTPM("kernel 6.1", proto.MeasuredBootTOFU)
-	if n := h.deployOnce(node); n.State != store.NodeActive {
-		t.Fatalf("first boot: %s %+v", n.State, n.Failure)
-	}
+	node, tm := h.tofuBaseline()
 	old := tm.quoted[0]
 	h.machine.answers[proto.CommandTPMQuote] = func(json.RawMessage) (json.RawMessage, error) { return old, nil }
 	n := h.deployOnce(node)
@@ -291,7 +367,7 @@ func TestAttestBootStep(t *testing.T) {
 		t.Fatalf("under record: %s %s", s.State, s.Result)
 	}
 	// Under record, a boot that differs from an accepted baseline is recorded, not refused.
-	if err := h.store.Update(func(tx *store.Tx) error { _, err := AcceptBoot(tx, node, "cred_ops"); return err }); err != nil {
+	if err := h.acceptBoot(node, BootDigest(res.Boot)); err != nil {
 		t.Fatal(err)
 	}
 	tm.reboot(t, "kernel 6.2")
