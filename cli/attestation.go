@@ -33,7 +33,7 @@ var attestationCommands = []command{{
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
-		step := fs.String("step", "", "the step as `workflows get` names it (steps[4], cleanup[0]), or N for steps[N] (required)")
+		step := fs.String("step", "", "the `STEP` as workflows get names it (steps[4], cleanup[0]), or N for steps[N] (required)")
 		out := fs.String("out", "", "the directory to write the files to; made if missing (required)")
 		force := fs.Bool("force", false, "replace the files when the directory holds them (by default they are refused)")
 		return func(x *exec) error {

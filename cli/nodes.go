@@ -84,7 +84,7 @@ var nodeCommands = []command{{
 	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
-		mac := fs.String("mac", "", "the proposed MAC, as `nodes get` shows it (required)")
+		mac := fs.String("mac", "", "the proposed `MAC`, as nodes get shows it (required)")
 		force := fs.Bool("force", false, "bind it although the machine's BMC does not list it among its NICs (a boot NIC the BMC does not see)")
 		return func(x *exec) error {
 			var out api.Node

@@ -22,7 +22,7 @@ var signerCommands = []command{{
 		dataDir := fs.String("data-dir", "", "the registry's data directory (required)")
 		tenant := fs.String("tenant", "", "tenant whose allowlist changes; root for a platform signer (required)")
 		id := fs.String("id", "", "signer id (required)")
-		keyFile := fs.String("public-key", "", "SPKI PEM file, as `openssl pkey -pubout` writes (required)")
+		keyFile := fs.String("public-key", "", "SPKI PEM `FILE`, as openssl pkey -pubout writes it (required)")
 		return func(x *exec) error {
 			pem, err := readFile(*keyFile)
 			if err != nil {

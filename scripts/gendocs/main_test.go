@@ -59,3 +59,20 @@ func TestManPages(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagValueNamesAreOneWord: the placeholder a flag's usage shows for its value is one
+// word (FILE, string, DIGEST). pflag takes the first back-quoted words of a flag's help as
+// that placeholder, so a help quoting a command named it: the reference showed
+// `--mac nodes get`, `--step workflows get`, `--public-key openssl pkey -pubout` and
+// `--config-dir bcd join`.
+func TestFlagValueNamesAreOneWord(t *testing.T) {
+	for _, root := range roots() {
+		for _, c := range cmdline.Commands(root) {
+			c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+				if name, _ := pflag.UnquoteUsage(f); strings.ContainsAny(name, " \t") {
+					t.Errorf("%s --%s shows its value as %q: quote one word of its help for it, or none", c.CommandPath(), f.Name, name)
+				}
+			})
+		}
+	}
+}
