@@ -126,14 +126,6 @@ func TestConverge(t *testing.T) {
 	}
 }
 
-func repeat(s string, n int) string {
-	out := ""
-	for range n {
-		out += s
-	}
-	return out
-}
-
 // TestConvergeMessages pins the messages an operator reads for the cases above that
 // matter most.
 func TestConvergeMessages(t *testing.T) {
