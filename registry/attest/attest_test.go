@@ -247,6 +247,15 @@ func TestWipeVerdict(t *testing.T) {
 			t.Errorf("%s: stored %+v; want attested false for %q", c.name, w, c.want)
 		}
 	}
+	// NVM in no namespace holds no data a host can read (a namespace made over it begins
+	// deallocated); a drive over-provisioned by a namespace smaller than it reports it at
+	// every wipe, which is attested, the capacity kept in the signed result.
+	overProvisioned := wipedDisk("nvme0n1", proto.WipeMethodNVMeFormatUserData)
+	overProvisioned.Hidden = []proto.HiddenCapacity{{Kind: proto.HiddenNVMeUnallocated, Bytes: 384 << 30}}
+	result := proto.DiskWipeResult{Mode: proto.WipeSecureErase, Disks: []proto.WipedDisk{overProvisioned}}
+	if w := received(t, v, a.cert, wipeCmd, sign(t, a, "node-1", wipeCmd.ID, result)); !w.Attested || len(w.Disks) != 1 || len(w.Disks[0].Hidden) != 1 {
+		t.Errorf("a drive over-provisioned by its namespace's size: stored %+v; want attested, the unallocated capacity kept", w)
+	}
 }
 
 // TestOtherKindsPassThrough: results of kinds that are not node-signed, and agent
