@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -19,7 +20,8 @@ var secretCommands = []command{{
 	summary: "store (or replace) a secret of the tenant that node agents whose host units name it get, such as a k8s-join tokenRef; never shown again",
 	long: "store or replace a secret of the tenant (at most 64 KiB, byte for byte; `-` reads standard " +
 		"input: from a terminal, after a prompt on standard error, up to a Ctrl-D on a line of its own, the " +
-		"newline before it part of the value, and shown on the screen as typed, which `--file FILE` avoids), sealed at rest; only a node agent whose NodeSpec's host units name it (a " +
+		"newline before it part of the value, and shown on the screen as typed, which `--file FILE` avoids; " +
+		"a Ctrl-C ends it, nothing sent; the CLI config is read before the value is asked for), sealed at rest; only a node agent whose NodeSpec's host units name it (a " +
 		"`k8s-join` `tokenRef`) gets it (docs/host-config.md), or, as a BMC login `{\"username\", " +
 		"\"password\"}`, the site agent with each BMC command of a node whose `bmc.credentialRef` " +
 		"names it (docs/bmc.md). A new secret past the tenant's bound (serve `--tenant-secrets`) is " +
@@ -29,12 +31,18 @@ var secretCommands = []command{{
 		ref := fs.String("ref", "", "the secret's name, secret://... as units name it (required)")
 		file := fs.String("file", "", "file holding the value, taken byte for byte; - reads standard input (required)")
 		return func(x *exec) error {
+			// The config first: a value typed at a terminal is not asked for by a command
+			// that cannot send it.
+			c, err := x.client()
+			if err != nil {
+				return err
+			}
 			value, err := readSecret(x, *file, *ref)
 			if err != nil {
 				return err
 			}
 			var out api.PutSecret
-			if err := x.call("secrets.put", api.PutSecretRequest{TenantID: *tenant, Ref: *ref, Value: value}, &out); err != nil {
+			if err := c.Call(x.ctx, "secrets.put", api.PutSecretRequest{TenantID: *tenant, Ref: *ref, Value: value}, &out); err != nil {
 				return err
 			}
 			x.print(out, func(w *tabwriter.Writer) {
@@ -107,7 +115,7 @@ func readSecret(x *exec, path, ref string) ([]byte, error) {
 		defer f.Close()
 		r = f
 	}
-	value, err := io.ReadAll(io.LimitReader(r, api.MaxSecretValue+1))
+	value, err := readAll(x.ctx, io.LimitReader(r, api.MaxSecretValue+1))
 	if err != nil {
 		return nil, proto.Errorf(proto.InvalidInput, "read %s: %v", path, err).WithPath("--file")
 	}
@@ -115,6 +123,27 @@ func readSecret(x *exec, path, ref string) ([]byte, error) {
 		return nil, proto.Errorf(proto.InvalidInput, "%s holds more than %d bytes, the most a secret may be", path, api.MaxSecretValue).WithPath("--file")
 	}
 	return value, nil
+}
+
+// readAll reads r to its end, or until ctx ends (an interrupt): a read of a terminal
+// blocks past a signal, and a Ctrl-C should end the command, not wait for a Ctrl-D. The
+// read left behind ends with the process.
+func readAll(ctx context.Context, r io.Reader) ([]byte, error) {
+	type read struct {
+		b   []byte
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		b, err := io.ReadAll(r)
+		done <- read{b, err}
+	}()
+	select {
+	case d := <-done:
+		return d.b, d.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("interrupted before the value's end, nothing sent (%w)", context.Cause(ctx))
+	}
 }
 
 func secretTable(w *tabwriter.Writer, rows []api.Secret) {

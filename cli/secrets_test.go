@@ -1,12 +1,17 @@
 package cli_test
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/better-compute/better-compute/cli"
+	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
@@ -173,4 +178,55 @@ func openTerminal(t *testing.T) (keyboard, terminal *os.File) {
 	}
 	t.Cleanup(func() { terminal.Close() })
 	return keyboard, terminal
+}
+
+// TestSecretsPutAsksNoValueItCannotSendAndStopsAtAnInterrupt: `secrets put --file -` on a
+// terminal nobody types into. Without a CLI config it is refused INVALID_CONFIG before
+// asking for the value; with one, an interrupt while the value is typed ends it, nothing
+// stored. Before, the command read the terminal until a Ctrl-D in both, an interrupt
+// included, and only then found it had no config.
+func TestSecretsPutAsksNoValueItCannotSendAndStopsAtAnInterrupt(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	_, terminal := openTerminal(t)
+	start := func(ctx context.Context, config string, stderr *testkit.SyncBuffer) <-chan int {
+		done := make(chan int, 1)
+		go func() {
+			done <- cli.Run(ctx, []string{"secrets", "put", "--ref", "secret://k8s/prod-join", "--file", "-"}, cli.Env{
+				Stdin: terminal, Stdout: io.Discard, Stderr: stderr,
+				Getenv: func(k string) string { return map[string]string{"BC_CONFIG": config}[k] }})
+		}()
+		return done
+	}
+	ended := func(what string, done <-chan int, stderr *testkit.SyncBuffer) int {
+		t.Helper()
+		select {
+		case code := <-done:
+			return code
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: still reading the terminal after 30 s:\n%s", what, stderr.String())
+			return 0
+		}
+	}
+	var stderr testkit.SyncBuffer
+	if code := ended("without a config", start(t.Context(), filepath.Join(t.TempDir(), "none.conf"), &stderr), &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "INVALID_CONFIG") || strings.Contains(stderr.String(), "type the value") {
+		t.Errorf("without a config: exit %d\n%s\nwant INVALID_CONFIG before the value is asked for", code, stderr.String())
+	}
+
+	var typing testkit.SyncBuffer
+	ctx, interrupt := context.WithCancel(t.Context())
+	done := start(ctx, reg.AdminConfig, &typing)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(typing.String(), "type the value"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no prompt:\n%s", typing.String())
+		}
+	}
+	interrupt()
+	if code := ended("interrupted", done, &typing); code != 1 || !strings.Contains(typing.String(), "nothing sent") {
+		t.Errorf("interrupted while the value was typed: exit %d\n%s", code, typing.String())
+	}
+	var list api.SecretList
+	if testkit.JSON(t, reg.AdminConfig, &list, "secrets", "list"); len(list.Secrets) != 0 {
+		t.Errorf("an interrupted put stored %+v", list.Secrets)
+	}
 }
