@@ -267,7 +267,23 @@ func (x *exec) call(method string, req, resp any) error {
 	if err != nil {
 		return err
 	}
-	return c.Call(x.ctx, method, req, resp)
+	if err := c.Call(x.ctx, method, req, resp); err != nil {
+		return x.interrupted(method, err)
+	}
+	return nil
+}
+
+// interrupted is the error of a call that ended with err: when the command was
+// interrupted (Ctrl-C) it is not that the registry could not be reached, as the client
+// says of a request it cut off, but that the answer was not waited for, and a call that
+// changes something may have been carried out: the error says to look before running it
+// again. Any other err (nil too) is itself.
+func (x *exec) interrupted(method string, err error) error {
+	if err == nil || x.ctx.Err() == nil {
+		return err
+	}
+	return proto.Errorf(proto.Unavailable, "interrupted (%v) before the registry answered %s: a call that changes something may have been carried out; "+
+		"look (the command's list or get) before running it again", context.Cause(x.ctx), method)
 }
 
 // print writes v as JSON, or as the table that table writes.

@@ -1,13 +1,17 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/cli"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/testkit"
 )
@@ -123,4 +127,24 @@ func failedNode(t *testing.T) (*testkit.Registry, string, api.Node) {
 		t.Fatalf("nodes cancel --wait: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
 	return reg, admin, node
+}
+
+// TestAnInterruptedCallSaysItMayHaveBeenDone: a command whose call the operator
+// interrupts (Ctrl-C ends the command's context, as here before the call's answer) says
+// it was interrupted before the registry answered, that a call that changes something may
+// have been carried out, and to look before running it again, exit 1. Before, it said it
+// could not reach the registry and to try again once `serve` runs, of a registry that
+// answered all along: running it again may do it twice.
+func TestAnInterruptedCallSaysItMayHaveBeenDone(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	ctx, interrupt := context.WithCancelCause(t.Context())
+	interrupt(errors.New("interrupt signal received"))
+	var errb testkit.SyncBuffer
+	code := cli.Run(ctx, []string{"tenants", "create", "acme"}, cli.Env{Stdout: io.Discard, Stderr: &errb,
+		Getenv: func(k string) string { return map[string]string{"BC_CONFIG": reg.AdminConfig}[k] }})
+	said := errb.String()
+	if code != 1 || !strings.Contains(said, "interrupted (interrupt signal received) before the registry answered tenants.create") ||
+		!strings.Contains(said, "look") || strings.Contains(said, "cannot reach") {
+		t.Errorf("exit %d:\n%s\nwant interrupted before the registry answered tenants.create, to look before running it again", code, said)
+	}
 }

@@ -33,8 +33,7 @@ var secretCommands = []command{{
 		return func(x *exec) error {
 			// The config first: a value typed at a terminal is not asked for by a command
 			// that cannot send it.
-			c, err := x.client()
-			if err != nil {
+			if _, err := x.config(); err != nil {
 				return err
 			}
 			value, err := readSecret(x, *file, *ref)
@@ -42,7 +41,7 @@ var secretCommands = []command{{
 				return err
 			}
 			var out api.PutSecret
-			if err := c.Call(x.ctx, "secrets.put", api.PutSecretRequest{TenantID: *tenant, Ref: *ref, Value: value}, &out); err != nil {
+			if err := x.call("secrets.put", api.PutSecretRequest{TenantID: *tenant, Ref: *ref, Value: value}, &out); err != nil {
 				return err
 			}
 			x.print(out, func(w *tabwriter.Writer) {

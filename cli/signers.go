@@ -82,7 +82,7 @@ func hostCall(x *exec, dataDir, method string, req, resp any) error {
 	if dataDir == "" {
 		return proto.Errorf(proto.InvalidInput, "give --data-dir DIR of the registry running on this host: %s is served only through its admin socket", method).WithPath("--data-dir")
 	}
-	return api.NewHostClient(dataDir).Call(x.ctx, method, req, resp)
+	return x.interrupted(method, api.NewHostClient(dataDir).Call(x.ctx, method, req, resp))
 }
 
 func signerTable(w *tabwriter.Writer, signers []api.ImageSigner) {

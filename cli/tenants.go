@@ -78,7 +78,7 @@ var tenantCommands = []command{{
 			var made api.CreatedCredential
 			req := api.CreateCredentialRequest{TenantID: *tenant, Actions: csv(*actions), ExpiresAt: expiresAt}
 			if err := c.Call(x.ctx, "credentials.create", req, &made); err != nil {
-				return err
+				return x.interrupted("credentials.create", err)
 			}
 			cfg.Credential = made.Secret
 			if err := out.write(api.EncodeClientConfig(cfg)); err != nil {

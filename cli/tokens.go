@@ -49,7 +49,7 @@ var tokenCommands = []command{{
 			req := api.CreateTokenRequest{Kind: *kind, NodeID: *nodeID, Site: *site, TTLSeconds: int64(ttl.d / time.Second)}
 			var made api.CreatedToken
 			if err := c.Call(x.ctx, "tokens.create", req, &made); err != nil {
-				return err
+				return x.interrupted("tokens.create", err)
 			}
 			if *out.path != "" {
 				if err := out.write([]byte(made.Secret + "\n")); err != nil {

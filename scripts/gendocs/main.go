@@ -82,7 +82,9 @@ func reference() []byte {
 		"flag or argument (a required flag given empty too), or a flag's value it cannot read or does not take (`INVALID_INPUT` at that flag: a word outside the list a flag such as `--state`, `--kind` or `--wipe` takes names the list; a `bcd join` flag value it cannot join with). A number is written in " +
 		"decimal digits alone: `10`; `010`, `0x10`, `1_000` and `+10` are refused (`serve`'s bounds read a leading `-`, " +
 		"which their range refuses, exit 1). No command at all, or a group such as `profiles` alone, " +
-		"prints the help and exits 2. `better-compute completion bash|zsh|fish|powershell` (and `bcd completion ...`) " +
+		"prints the help and exits 2. A command interrupted (Ctrl-C) before the registry answered its call exits 1 " +
+		"saying so: a call that changes something may have been carried out, so look before running it again " +
+		"(`--wait` says the workflow goes on). `better-compute completion bash|zsh|fish|powershell` (and `bcd completion ...`) " +
 		"prints a shell completion script; `make man` writes man pages.\n\n")
 	for i, root := range roots() {
 		if i > 0 {
