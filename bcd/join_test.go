@@ -497,3 +497,44 @@ func TestJoinWaitsOutABusyRegistry(t *testing.T) {
 		t.Errorf("after the join: %v", err)
 	}
 }
+
+// TestJoinTellsAScriptInJSON: `bcd join --format json` prints what it joined as one JSON
+// object on standard output (the node, its role, the directory it wrote), and a refusal
+// as the error object there, nothing on stderr: a usage error at its flag (exit 2) and
+// a token already spent (exit 1); a --format it does not know is a usage error as text. Before, bcd had no --format: a script read sentences.
+func TestJoinTellsAScriptInJSON(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	testkit.JSON(t, reg.AdminConfig, nil, "sites", "create", "rack-a")
+	secret := mint(t, reg, "--kind", "provisioned", "--node-id", "node-1", "--site", "rack-a")
+	j := newJoiner(t, secret)
+	args := append(j.args(reg.URL, "node-1", "node", reg.Pins), "--format", "json")
+	res := testkit.BCD(t, args...)
+	var joined struct{ NodeID, Role, ConfigDir string }
+	if err := json.Unmarshal([]byte(res.Stdout), &joined); err != nil || res.Code != 0 ||
+		joined != (struct{ NodeID, Role, ConfigDir string }{"node-1", "node", j.configDir}) {
+		t.Errorf("bcd join --format json: exit %d, %+v (%v)\n%s%s", res.Code, joined, err, res.Stdout, res.Stderr)
+	}
+	for _, c := range []struct {
+		name       string
+		args       []string
+		code       int
+		want, path string
+	}{
+		{"no --server", append([]string{"join", "--format", "json"}, args[3:len(args)-2]...), 2, "INVALID_INPUT", "--server"},
+		{"the token spent", args, 1, "", ""},
+	} {
+		if err := os.WriteFile(j.tokenFile, []byte(secret+"\n"), 0o600); err != nil { // the join removed it
+			t.Fatal(err)
+		}
+		res := testkit.BCD(t, c.args...)
+		var e testkit.ErrorObject
+		err := json.Unmarshal([]byte(res.Stdout), &e)
+		if res.Code != c.code || err != nil || e.Code == "" || c.want != "" && e.Code != c.want || e.Details.Path != c.path || res.Stderr != "" {
+			t.Errorf("%s: exit %d, stdout %q (%v), stderr %q; want exit %d and the error object %s at %q on stdout alone", c.name, res.Code, res.Stdout, err, res.Stderr, c.code, c.want, c.path)
+		}
+	}
+	// A format it does not print is a usage error said as text: no JSON was asked for.
+	if res := testkit.BCD(t, append(args[:len(args)-1:len(args)-1], "yaml")...); res.Code != 2 || !strings.Contains(res.Stderr, "INVALID_INPUT") || !strings.Contains(res.Stderr, "at: --format") {
+		t.Errorf("--format yaml: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+}

@@ -184,7 +184,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return 2
 	}
 	format := g.format
-	if jsonAsked(args) {
+	if cmdline.JSONAsked(args) {
 		format = "json" // a usage error may come before --format is parsed
 	}
 	printError(env, format, err)
@@ -195,19 +195,6 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return 2
 	}
 	return 1
-}
-
-// jsonAsked reports whether the command line asks for --format json.
-func jsonAsked(args []string) bool {
-	for i, a := range args {
-		if a == "--" {
-			return false
-		}
-		if a == "--format=json" || a == "--format" && i+1 < len(args) && args[i+1] == "json" {
-			return true
-		}
-	}
-	return false
 }
 
 // streamError is the error of a command that prints JSON lines (nodes events --follow

@@ -342,3 +342,17 @@ func helpCommand() *cobra.Command {
 	Applies(c)
 	return c
 }
+
+// JSONAsked reports whether the command line asks for --format json: a usage error may
+// come before the flag is parsed, and is then written as JSON too.
+func JSONAsked(args []string) bool {
+	for i, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--format=json" || a == "--format" && i+1 < len(args) && args[i+1] == "json" {
+			return true
+		}
+	}
+	return false
+}

@@ -100,8 +100,10 @@ func parse(ctx context.Context, args []string, env Env) (Runner, *cobra.Command,
 	c, err := cmdline.Execute(ctx, newRoot(env, &run), args)
 	switch {
 	case err != nil && !cmdline.Shown(err):
-		printError(env.Stderr, "bcd", err)
-		fmt.Fprintln(env.Stderr, cmdline.HelpHint(c))
+		printError(env, cmdline.JSONAsked(args), "bcd", err)
+		if !cmdline.JSONAsked(args) {
+			fmt.Fprintln(env.Stderr, cmdline.HelpHint(c))
+		}
 		return nil, c, err
 	case err != nil:
 		return nil, c, err
@@ -122,11 +124,14 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return 2
 	}
 	if err := run(ctx, env); err != nil {
+		asJSON := cmdline.JSONAsked(args)
 		for _, err := range proto.Joined(err) {
-			printError(env.Stderr, c.CommandPath(), err)
+			printError(env, asJSON, c.CommandPath(), err)
 		}
 		if cmdline.IsUsage(err) {
-			fmt.Fprintln(env.Stderr, cmdline.HelpHint(c))
+			if !asJSON {
+				fmt.Fprintln(env.Stderr, cmdline.HelpHint(c))
+			}
 			return 2
 		}
 		return 1
@@ -134,9 +139,16 @@ func Run(ctx context.Context, args []string, env Env) int {
 	return 0
 }
 
-// printError writes one error: who says it, code, message, path and reason.
-func printError(w io.Writer, who string, err error) {
+// printError writes one error: who says it, code, message, path and reason on stderr;
+// or, for a command line that asks for --format json, the error object on stdout, a
+// line each.
+func printError(env Env, asJSON bool, who string, err error) {
 	e := proto.AsError(err)
+	if asJSON {
+		proto.NewEncoder(env.Stdout).Encode(e)
+		return
+	}
+	w := env.Stderr
 	fmt.Fprintf(w, "%s: error: %s: %s\n", who, e.Code, e.Message)
 	if e.Details.Path != "" {
 		fmt.Fprintf(w, "  at: %s\n", e.Details.Path)
