@@ -69,6 +69,7 @@ func (o *Options) defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	o.Bounds.defaults()
 }
 
 // Open opens (or creates) the bbolt store in dataDir.

@@ -101,9 +101,7 @@ func (t *Tx) admit(k *countedKind, tenant, path string) error {
 	if err != nil {
 		return err
 	}
-	bounds := t.store.bounds
-	bounds.defaults()
-	if bound := k.bound(bounds); n >= bound && tenant != RootTenant {
+	if bound := k.bound(t.store.bounds); n >= bound && tenant != RootTenant {
 		return proto.Errorf(proto.InvalidState, "tenant %q holds %d %s, its bound (the registry's %s): %s", tenant, n, k.name, k.flag, k.free).
 			WithPath(path).WithReason(proto.ReasonQuota)
 	}
