@@ -354,6 +354,44 @@ func TestPlanSiteCacheCapacity(t *testing.T) {
 	}
 }
 
+// TestASizeDeclaredForAnotherTenantsDigestCountsAgainstItsTenant: acme registers its own
+// image of beta's digest declaring it far larger than beta's, and pre-warms it at the
+// site beta pre-warms two images of 1 GiB at, within its share of the 4 GiB cache. The
+// digest counts at its largest declared size while acme lists it, so acme's image is
+// the one left out, and beta keeps both; before, the digest counted at the size of the
+// tenant first in order, acme's, and left the total when beta's went: every tenant's
+// images were trimmed and the plan panicked, index out of range [-1].
+func TestASizeDeclaredForAnotherTenantsDigestCountsAgainstItsTenant(t *testing.T) {
+	st := openCatalog(t)
+	acmeKey := newSigner(t, st, "acme", "acme-1", openssl.P256)
+	betaKey := newSigner(t, st, "beta", "beta-1", openssl.P256)
+	const gib = 1 << 30
+	image := func(ref, d string, size int64) RegisterRequest {
+		req := osRequest(ref)
+		req.SHA256, req.SizeBytes = digest(d), new(size)
+		return req
+	}
+	mustRegister(t, st, "beta", sign(t, image("model@1", "b", gib), betaKey, "beta-1", formP1363))
+	mustRegister(t, st, "beta", sign(t, image("data@1", "c", gib), betaKey, "beta-1", formP1363))
+	mustRegister(t, st, "acme", sign(t, image("copy@1", "b", proto.MaxImageBytes), acmeKey, "acme-1", formP1363))
+	sitesWithPools(t, st, []string{"rack-1"}, []store.Pool{
+		{Tenant: "acme", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"copy@1"}}},
+		{Tenant: "beta", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"model@1", "data@1"}}},
+	})
+	reportCapacity(t, st, "rack-1", 4*gib)
+	p := sitePlan(t, st, "rack-1")
+	var refs []string
+	for _, img := range p.CacheImages {
+		refs = append(refs, img.Ref)
+	}
+	if diff := cmp.Diff([]string{"data@1", "model@1"}, refs); diff != "" {
+		t.Errorf("planned (-want +got):\n%s", diff)
+	}
+	if len(p.Excluded) != 1 || p.Excluded[0].Tenant != "acme" || p.Excluded[0].Ref != "copy@1" || p.Excluded[0].Reason != proto.ReasonSiteShare {
+		t.Errorf("left out %+v: want acme's copy@1 alone, site-share", p.Excluded)
+	}
+}
+
 // sitesWithPools creates sites whose image sources are images.example.com, and pools.
 func sitesWithPools(t *testing.T, st *store.Store, sites []string, pools []store.Pool) {
 	t.Helper()

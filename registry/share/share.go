@@ -18,7 +18,9 @@ type Bound[E any] struct {
 	Measure func(E) int64
 	// Once, when set, keys the entries that count once toward the total, however many
 	// entries (of one tenant or several) have the key: what the site holds one copy of.
-	// Each tenant's own measure counts every entry.
+	// A key counts at the most any entry having it measures, as tenants may measure one
+	// key differently (each its own image of a digest, its own size declared). Each
+	// tenant's own measure counts every entry.
 	Once func(E) string
 }
 
@@ -38,25 +40,31 @@ func Trim[E any](lists map[string][]E, bounds []Bound[E]) []Dropped[E] {
 	tenants := slices.Sorted(maps.Keys(lists))
 	sums := map[string][]int64{} // tenant -> its entries' measure by each bound
 	totals := make([]int64, len(bounds))
-	held := make([]map[string]int, len(bounds)) // a Once bound's key -> entries having it
+	held := make([]map[string][]int64, len(bounds)) // a Once bound's key -> the measures of the entries having it
 	count := func(tenant string, e E, sign int) {
 		for i, b := range bounds {
-			m := int64(sign) * b.Measure(e)
-			sums[tenant][i] += m
+			m := b.Measure(e)
+			sums[tenant][i] += int64(sign) * m
 			if b.Once == nil {
-				totals[i] += m
+				totals[i] += int64(sign) * m
 				continue
 			}
-			// An entry counts toward a Once bound's total as the first having its key
-			// comes, and leaves it as the last goes.
+			// A key counts toward a Once bound's total at the most an entry having it
+			// measures: what it added as the entries came is what it takes as they go,
+			// and a tenant measuring another's key more than the other does is the one
+			// it counts against.
 			if held[i] == nil {
-				held[i] = map[string]int{}
+				held[i] = map[string][]int64{}
 			}
 			k := b.Once(e)
-			held[i][k] += sign
-			if held[i][k] == 1 && sign > 0 || held[i][k] == 0 {
-				totals[i] += m
+			before := most(held[i][k])
+			if sign > 0 {
+				held[i][k] = append(held[i][k], m)
+			} else {
+				at := slices.Index(held[i][k], m)
+				held[i][k] = slices.Delete(held[i][k], at, at+1)
 			}
+			totals[i] += most(held[i][k]) - before
 		}
 	}
 	for _, tenant := range tenants {
@@ -89,4 +97,13 @@ func Trim[E any](lists map[string][]E, bounds []Bound[E]) []Dropped[E] {
 		count(most, e, -1)
 		out = append(out, Dropped[E]{Tenant: most, Entry: e, Bound: over})
 	}
+}
+
+// most is the largest of measures, 0 for none.
+func most(measures []int64) int64 {
+	var m int64
+	for _, x := range measures {
+		m = max(m, x)
+	}
+	return m
 }
