@@ -229,19 +229,17 @@ func trimToShare(site string, lists map[string]*tenantPlan, capacity int64) []Ex
 }
 
 // fitUnknown drops the images of unknown size from a site's plan when the images of
-// known size (a digest counted once) leave its cache, of capacity bytes, no room: the
+// known size (a digest counted once, at the largest size planned for it) leave its cache, of capacity bytes, no room: the
 // cache pulls an image of unknown size into the room no other image holds, and never
 // evicts a planned image for it. A site that reports no capacity keeps them all.
 func fitUnknown(site string, lists map[string]*tenantPlan, capacity int64) []ExcludedImage {
 	if capacity <= 0 {
 		return nil
 	}
-	sized := map[string]int64{} // digest -> size
+	sized := map[string]int64{} // digest -> the largest size planned for it, as trimToShare counts it
 	for _, l := range lists {
 		for _, e := range l.entries {
-			if e.size > 0 {
-				sized[e.image.Digest] = e.size
-			}
+			sized[e.image.Digest] = max(sized[e.image.Digest], e.size)
 		}
 	}
 	var total int64

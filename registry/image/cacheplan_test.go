@@ -392,6 +392,50 @@ func TestASizeDeclaredForAnotherTenantsDigestCountsAgainstItsTenant(t *testing.T
 	}
 }
 
+// TestASizeUnderstatedForAnotherTenantsDigestLeavesThePlanAsItIs: acme registers its
+// own image of beta's 1 GiB digest declaring 1 byte, and pre-warms it where beta
+// pre-warms that digest, another 1 GiB image and one of unknown size in a 2 GiB cache.
+// The digest counts at 1 GiB, so the cache has no room for the image of unknown size,
+// in every plan; before, the room left for it was counted at the size of whichever
+// tenant's image of the digest a map's order read last, and the plan, and with it the
+// site agent's NodeSpec, changed from one computation to the next.
+func TestASizeUnderstatedForAnotherTenantsDigestLeavesThePlanAsItIs(t *testing.T) {
+	st := openCatalog(t)
+	acmeKey := newSigner(t, st, "acme", "acme-1", openssl.P256)
+	betaKey := newSigner(t, st, "beta", "beta-1", openssl.P256)
+	const gib = 1 << 30
+	image := func(ref, d string, size int64) RegisterRequest {
+		req := osRequest(ref)
+		req.SHA256, req.SizeBytes = digest(d), nil
+		if size > 0 {
+			req.SizeBytes = new(size)
+		}
+		return req
+	}
+	mustRegister(t, st, "beta", sign(t, image("model@1", "b", gib), betaKey, "beta-1", formP1363))
+	mustRegister(t, st, "beta", sign(t, image("data@1", "c", gib), betaKey, "beta-1", formP1363))
+	mustRegister(t, st, "beta", sign(t, image("unsized@1", "d", 0), betaKey, "beta-1", formP1363))
+	mustRegister(t, st, "acme", sign(t, image("copy@1", "b", 1), acmeKey, "acme-1", formP1363))
+	sitesWithPools(t, st, []string{"rack-1"}, []store.Pool{
+		{Tenant: "acme", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"copy@1"}}},
+		{Tenant: "beta", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"model@1", "data@1", "unsized@1"}}},
+	})
+	reportCapacity(t, st, "rack-1", 2*gib)
+	for range 20 {
+		p := sitePlan(t, st, "rack-1")
+		var refs []string
+		for _, img := range p.CacheImages {
+			refs = append(refs, img.Ref)
+		}
+		if diff := cmp.Diff([]string{"copy@1", "data@1", "model@1"}, refs); diff != "" {
+			t.Fatalf("planned (-want +got):\n%s", diff)
+		}
+		if len(p.Excluded) != 1 || p.Excluded[0].Ref != "unsized@1" {
+			t.Fatalf("left out %+v: want unsized@1 alone", p.Excluded)
+		}
+	}
+}
+
 // sitesWithPools creates sites whose image sources are images.example.com, and pools.
 func sitesWithPools(t *testing.T, st *store.Store, sites []string, pools []store.Pool) {
 	t.Helper()
