@@ -57,14 +57,14 @@ func Trim[E any](lists map[string][]E, bounds []Bound[E]) []Dropped[E] {
 				held[i] = map[string][]int64{}
 			}
 			k := b.Once(e)
-			before := most(held[i][k])
+			before := largest(held[i][k])
 			if sign > 0 {
 				held[i][k] = append(held[i][k], m)
 			} else {
 				at := slices.Index(held[i][k], m)
 				held[i][k] = slices.Delete(held[i][k], at, at+1)
 			}
-			totals[i] += most(held[i][k]) - before
+			totals[i] += largest(held[i][k]) - before
 		}
 	}
 	for _, tenant := range tenants {
@@ -99,8 +99,8 @@ func Trim[E any](lists map[string][]E, bounds []Bound[E]) []Dropped[E] {
 	}
 }
 
-// most is the largest of measures, 0 for none.
-func most(measures []int64) int64 {
+// largest is the largest of measures, 0 for none.
+func largest(measures []int64) int64 {
 	var m int64
 	for _, x := range measures {
 		m = max(m, x)
