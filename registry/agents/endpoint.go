@@ -519,7 +519,7 @@ func (e *Endpoint) closeSessions() {
 	// order the agents are told in, also for those told after their slot had passed.
 	var mu sync.Mutex
 	told := 0
-	waiting := make(chan toldSession, len(sessions))
+	waiting := make(chan toldSession, cap(sessions))
 	var wg sync.WaitGroup
 	for range closers {
 		wg.Go(func() {
