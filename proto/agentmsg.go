@@ -14,8 +14,8 @@ const AgentALPN = "bc-agent/1"
 type MessageType string
 
 // The message types. Hello, ack, inventory, secretRequest, renewRequest and ping go from
-// agent to registry on the session stream, spec, secret (the answer to a secretRequest)
-// and renewal (the answer to a renewRequest) from registry to agent on it; command goes from registry to agent on a command stream, and
+// agent to registry on the session stream, spec, secret (the answer to a secretRequest),
+// renewal (the answer to a renewRequest) and shutdown from registry to agent on it; command goes from registry to agent on a command stream, and
 // progress (any number, while it runs) and then result come back on the same stream.
 const (
 	MsgHello         MessageType = "hello"
@@ -29,6 +29,10 @@ const (
 	MsgSecret        MessageType = "secret"
 	MsgRenewRequest  MessageType = "renewRequest"
 	MsgRenewal       MessageType = "renewal"
+	// MsgShutdown tells an agent that said it reads one (Hello.ReadsShutdown) that the
+	// registry is stopping, and when to come back: its reason is the phrase of the
+	// CloseShutdown that follows it (ShutdownReason).
+	MsgShutdown MessageType = "shutdown"
 	// MsgPing carries no body: the agent's keep-alive, which the registry ignores.
 	MsgPing MessageType = "ping"
 )
@@ -49,6 +53,7 @@ type Message struct {
 	Secret        *Secret        `json:"secret,omitempty"`
 	RenewRequest  *RenewRequest  `json:"renewRequest,omitempty"`
 	Renewal       *Renewal       `json:"renewal,omitempty"`
+	Shutdown      *Shutdown      `json:"shutdown,omitempty"`
 }
 
 // Hello opens a session: what the agent has applied and what it has to report.
@@ -69,6 +74,11 @@ type Hello struct {
 	// (nil) from one of an earlier version, whose attempts the registry cannot count.
 	// Never negative.
 	RefusedAttempts *int64 `json:"refusedAttempts,omitempty"`
+	// ReadsShutdown says that the agent reads a shutdown message on its session stream
+	// (MsgShutdown): a stopping registry sends it one before its CloseShutdown. An agent
+	// of an earlier version takes a message it does not know for a broken protocol and
+	// ends its session with CloseProtocol, so it is sent none.
+	ReadsShutdown bool `json:"readsShutdown,omitempty"`
 }
 
 // MaxHelloSections bounds the inventory sections one hello carries. An agent reports
@@ -210,6 +220,14 @@ type RenewRequest struct {
 // request of its own (they are call-1, call-2, ...).
 const ProbeID = "rtt-probe"
 
+// Shutdown tells an agent that the registry is stopping. Its Reason is the phrase of
+// the CloseShutdown the registry closes the connection with after it (ShutdownReason),
+// read the same way: the message comes on the session stream, which QUIC sends again
+// until the agent acknowledges it, where the close is one packet that may be lost.
+type Shutdown struct {
+	Reason string `json:"reason"`
+}
+
 // Renewal answers a RenewRequest: the new certificate (DER) from the agent CA, or why
 // the agent does not get one.
 type Renewal struct {
@@ -238,7 +256,7 @@ func (m *Message) check() error {
 		{MsgHello, m.Hello != nil}, {MsgSpec, m.Spec != nil}, {MsgAck, m.Ack != nil},
 		{MsgInventory, m.Inventory != nil}, {MsgCommand, m.Command != nil}, {MsgResult, m.Result != nil},
 		{MsgProgress, m.Progress != nil}, {MsgSecretRequest, m.SecretRequest != nil}, {MsgSecret, m.Secret != nil},
-		{MsgRenewRequest, m.RenewRequest != nil}, {MsgRenewal, m.Renewal != nil},
+		{MsgRenewRequest, m.RenewRequest != nil}, {MsgRenewal, m.Renewal != nil}, {MsgShutdown, m.Shutdown != nil},
 	} {
 		if b.present {
 			bodies = append(bodies, b.t)
@@ -250,7 +268,7 @@ func (m *Message) check() error {
 			return Errorf(InvalidInput, "a ping carries the bodies %q: send none", bodies).WithPath(string(bodies[0]))
 		}
 		return nil
-	case MsgHello, MsgSpec, MsgAck, MsgInventory, MsgCommand, MsgResult, MsgProgress, MsgSecretRequest, MsgSecret, MsgRenewRequest, MsgRenewal:
+	case MsgHello, MsgSpec, MsgAck, MsgInventory, MsgCommand, MsgResult, MsgProgress, MsgSecretRequest, MsgSecret, MsgRenewRequest, MsgRenewal, MsgShutdown:
 	default:
 		return Errorf(InvalidInput, "agent message of unknown type %q", m.Type).WithPath("type")
 	}
@@ -316,6 +334,10 @@ func (m *Message) check() error {
 		}
 		if (len(m.Renewal.Certificate) > 0) == (m.Renewal.Error != nil) {
 			return Errorf(InvalidInput, "a renewal carries either a certificate or an error").WithPath("renewal")
+		}
+	case MsgShutdown:
+		if _, ok := ShutdownDelay(m.Shutdown.Reason); !ok {
+			return Errorf(InvalidInput, "a shutdown names no moment to come back: its reason is %s", Quote(m.Shutdown.Reason)).WithPath("shutdown.reason")
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -61,8 +62,10 @@ func TestMessageRoundTrip(t *testing.T) {
 		"renew":     {Type: MsgRenewRequest, RenewRequest: &RenewRequest{ID: "renew-1", PublicKey: []byte{0x30, 0x59, 0x30, 0x13}}},
 		"renewal":   {Type: MsgRenewal, Renewal: &Renewal{ID: "renew-1", Certificate: []byte{0x30, 0x82, 0x01, 0x0a}}},
 		"no renew":  {Type: MsgRenewal, Renewal: &Renewal{ID: "renew-2", Error: &Error{Code: Forbidden, Message: "revoked"}}},
+		"shutdown":  {Type: MsgShutdown, Shutdown: &Shutdown{Reason: ShutdownReason(1500*time.Millisecond, 2*time.Second, 250*time.Millisecond)}},
+		"reads it":  {Type: MsgHello, Hello: &Hello{ReadsShutdown: true}},
 	}
-	order := []string{"hello", "spec", "ack", "inventory", "command", "result", "request", "secret", "refused", "ping", "renew", "renewal", "no renew"}
+	order := []string{"hello", "spec", "ack", "inventory", "command", "result", "request", "secret", "refused", "ping", "renew", "renewal", "no renew", "shutdown", "reads it"}
 	var stream bytes.Buffer
 	for _, name := range order {
 		m := msgs[name]
@@ -155,6 +158,10 @@ func TestDecodeMessage(t *testing.T) {
 		"renewal refused":           {in: `{"type":"renewal","renewal":{"id":"renew-1","error":{"code":"FORBIDDEN","message":"no"}}}`},
 		"renewal neither":           {in: `{"type":"renewal","renewal":{"id":"renew-1"}}`, path: "renewal"},
 		"renewal without id":        {in: `{"type":"renewal","renewal":{"certificate":"MIIB"}}`, path: "renewal.id"},
+		"shutdown":                  {in: `{"type":"shutdown","shutdown":{"reason":"registry shutting down; reconnect in 5ms; stream ends in 9ms; refused retry within 250ms"}}`},
+		"shutdown, an older phrase": {in: `{"type":"shutdown","shutdown":{"reason":"registry shutting down; reconnect in 5ms"}}`},
+		"shutdown without a moment": {in: `{"type":"shutdown","shutdown":{"reason":"registry shutting down"}}`, path: "shutdown.reason"},
+		"shutdown without a reason": {in: `{"type":"shutdown","shutdown":{}}`, path: "shutdown.reason"},
 	}
 	hello := func(names ...string) string {
 		inv := map[string]int{}

@@ -311,13 +311,26 @@ func (r *returnStream) reslot(now time.Time, b Backoff) (time.Duration, bool) {
 const maxAttempt = 1 << 20
 
 // closedBy returns the close code and reason with which the registry closed the
-// connection, if err says it did.
+// connection, if err says it did; a shutdown message (shutdownTold) reads as the
+// CloseShutdown of its reason.
 func closedBy(err error) (proto.CloseCode, string) {
 	if ae, ok := errors.AsType[*quic.ApplicationError](err); ok && ae.Remote {
 		return proto.CloseCode(ae.ErrorCode), ae.ErrorMessage
 	}
+	if s, ok := errors.AsType[shutdownTold](err); ok {
+		return proto.CloseShutdown, s.reason
+	}
 	return proto.CloseNormal, ""
 }
+
+// shutdownTold ends a session whose registry said on the session stream that it stops
+// (proto.MsgShutdown), with the reason its CloseShutdown would carry. The message is
+// sent again until it arrives, where the close is one packet: an agent whose close was
+// lost heard of the stop only at its next ping, up to a keep-alive period later, and
+// came back then, outside the stream it was never told of.
+type shutdownTold struct{ reason string }
+
+func (s shutdownTold) Error() string { return "the registry is stopping: " + s.reason }
 
 // Connected reports whether the agent holds a session with the registry now.
 func (a *Agent) Connected() bool {
@@ -380,7 +393,7 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 	}
 	a.mu.Lock()
 	refused := a.unreported
-	hello := proto.Hello{ObservedGeneration: a.observed, Inventory: a.inventory, BootID: a.cfg.BootID, RefusedAttempts: &refused}
+	hello := proto.Hello{ObservedGeneration: a.observed, Inventory: a.inventory, BootID: a.cfg.BootID, RefusedAttempts: &refused, ReadsShutdown: true}
 	stream.SetWriteDeadline(time.Now().Add(ioTimeout))
 	err = proto.WriteMessage(stream, &proto.Message{Type: proto.MsgHello, Hello: &hello})
 	if err == nil {
@@ -410,6 +423,9 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 		if err == nil && m.Type == proto.MsgRenewal {
 			a.answered(m.Renewal.ID, &m)
 			continue
+		}
+		if err == nil && m.Type == proto.MsgShutdown {
+			return true, shutdownTold{m.Shutdown.Reason}
 		}
 		if err == nil && m.Type != proto.MsgSpec {
 			err = proto.Errorf(proto.InvalidInput, "the registry sent a %q on the session stream", m.Type)

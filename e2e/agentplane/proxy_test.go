@@ -5,19 +5,24 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // linkProxy relays UDP between agents and the registry, and can cut the link: while cut,
 // it drops every datagram, as a pulled cable would. It can also hold the datagrams from
 // the agents (holdAfter) and send them on later (release), as a starved processor that
-// reads them late would, and counts those it forwarded (up).
+// reads them late would, and counts those it forwarded (up). It can lose the next
+// datagrams from the registry (loseDown), and tells when it last forwarded one (downAt).
 type linkProxy struct {
 	front    *net.UDPConn
 	upstream *net.UDPAddr
 	cut      atomic.Bool
 	up       atomic.Int64
-	mu       sync.Mutex
-	backs    map[string]*net.UDPConn // one upstream socket per agent address
+	// losing is how many of the next datagrams from the registry are lost; down is when
+	// the last one came (Unix nanoseconds).
+	losing, down atomic.Int64
+	mu           sync.Mutex
+	backs        map[string]*net.UDPConn // one upstream socket per agent address
 	// holding is set from holdAfter to release: the datagrams from agents after the
 	// next passing are held, in order.
 	holding bool
@@ -118,6 +123,25 @@ func (p *linkProxy) release() {
 	}
 }
 
+// loseDown makes the proxy lose the next n datagrams from the registry.
+func (p *linkProxy) loseDown(n int64) { p.losing.Store(n) }
+
+// downAt is when the last datagram from the registry came.
+func (p *linkProxy) downAt() time.Time { return time.Unix(0, p.down.Load()) }
+
+// lost reports whether a datagram from the registry is lost (loseDown).
+func (p *linkProxy) lost() bool {
+	for {
+		n := p.losing.Load()
+		if n <= 0 {
+			return false
+		}
+		if p.losing.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
 // back returns the upstream socket of an agent address, making it on first use.
 func (p *linkProxy) back(agent *net.UDPAddr) (*net.UDPConn, error) {
 	p.mu.Lock()
@@ -137,7 +161,8 @@ func (p *linkProxy) back(agent *net.UDPAddr) (*net.UDPConn, error) {
 			if err != nil {
 				return
 			}
-			if !p.cut.Load() {
+			p.down.Store(time.Now().UnixNano())
+			if !p.cut.Load() && !p.lost() {
 				p.front.WriteToUDP(buf[:n], agent)
 			}
 		}

@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -361,5 +363,45 @@ func TestStreamStartsAQuarterPastTheLastRestart(t *testing.T) {
 		if want := tc.start + stream; returnIn != want {
 			t.Errorf("%s: the stream ends %v after the close, want %v (starting %v after it)", tc.what, returnIn, want, tc.start)
 		}
+	}
+}
+
+// TestAShutdownOutlivesALostClose: a stopping registry tells an agent of this version on
+// its session stream that it stops, before it closes the connection, so that an agent
+// whose close is lost on the way still hears its moment and comes back at it. Once the
+// session is quiet (the registry has sent nothing for a while: the end of its handshake
+// and the answers to the hello delivered), the link loses the first datagram the
+// registry sends, which the stop sends: the close itself, before, when the close was all
+// the agent was told. The agent's keep-alive and backoff
+// are an hour: it is back on the restarted registry only because it heard the moment
+// the registry named, which it logs as its wait. Before, it heard nothing and would have
+// learnt of the stop at its next ping, an hour on.
+func TestAShutdownOutlivesALostClose(t *testing.T) {
+	e := newEnv(t, agents.Config{})
+	proxy := newLinkProxy(t, e.addr)
+	logged := &records{}
+	e.startAgent("gpu-1", func(c *session.Config) {
+		c.Addr = proxy.Addr()
+		c.Log = slog.New(logged)
+		c.Backoff = session.Backoff{Min: time.Hour, Max: time.Hour}
+		c.KeepAlive = time.Hour
+	})
+	waitFor(t, "the agent's session", func() bool { return e.ep.Sessions() == 1 })
+	waitFor(t, "a quiet session", func() bool { return time.Since(proxy.downAt()) > 300*time.Millisecond })
+	proxy.loseDown(1)
+	e.stop()
+	e.start()
+	waitFor(t, "the agent back on the restarted registry", func() bool { return e.ep.Sessions() == 1 })
+	lost := logged.matching(slog.LevelInfo, "registry session lost")
+	if len(lost) == 0 {
+		t.Fatal("the agent logged no session lost")
+	}
+	told, ok := strings.CutPrefix(lost[0]["err"], "the registry is stopping: ")
+	delay, named := proto.ShutdownDelay(told)
+	if !ok || !named {
+		t.Fatalf("the agent's session ended with %q, want the registry's shutdown", lost[0]["err"])
+	}
+	if lost[0]["in"] != delay.String() {
+		t.Errorf("the agent waits %s to come back, want the %s the registry named", lost[0]["in"], delay)
 	}
 }

@@ -495,36 +495,94 @@ func (e *Endpoint) Close() error {
 
 // closeSessions tells every connected agent that the registry is going away, when to
 // come back (returnDelay) and when the stream of returning agents ends, so that the fleet
-// returns in a steady stream at the planned rate rather than as a herd. It closes closers
-// connections at a time (a close waits for its connection to wind down).
+// returns in a steady stream at the planned rate rather than as a herd. It works on
+// closers sessions at a time (a close waits for its connection to wind down).
+//
+// An agent that reads a shutdown message (proto.Hello.ReadsShutdown) is told on its
+// session stream first (tellShutdown), which QUIC sends again until the agent
+// acknowledges it; the agent then closes the connection itself. Its connection is
+// closed with CloseShutdown too, with the same moment, once it has ended or shutdownWait
+// after the last agent was told: the close is one packet, sent once, and an agent whose
+// close was lost learnt of the stop only at its next ping. Other agents get the close
+// alone, at once.
 func (e *Endpoint) closeSessions() {
 	e.mu.Lock()
-	conns := make(chan *quic.Conn, len(e.sessions))
+	sessions := make(chan *session, len(e.sessions))
 	for _, s := range e.sessions {
-		conns <- s.conn
+		sessions <- s
 	}
 	closing := e.closing
 	e.mu.Unlock()
-	close(conns)
+	close(sessions)
 	// told counts the agents told, under mu with the instant each reason is read at, so
 	// that the k-th agent's moment is read at the k-th instant: the moments follow the
 	// order the agents are told in, also for those told after their slot had passed.
 	var mu sync.Mutex
 	told := 0
+	waiting := make(chan toldSession, cap(sessions))
 	var wg sync.WaitGroup
 	for range closers {
 		wg.Go(func() {
-			for c := range conns {
+			for s := range sessions {
 				mu.Lock()
-				reason := closing.reason(told)
+				k := told
+				reason := closing.reason(k)
 				told++
 				mu.Unlock()
-				c.CloseWithError(codeShutdown, reason)
+				if s.readsShutdown && tellShutdown(s, reason) {
+					waiting <- toldSession{s.conn, k}
+					continue
+				}
+				s.conn.CloseWithError(codeShutdown, reason)
+			}
+		})
+	}
+	wg.Wait()
+	close(waiting)
+	// The agents told on their streams close their connections as they read it; those
+	// that have not by the deadline (the message still on its way, or an agent gone) get
+	// the close, naming the same moment from now.
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
+	defer cancel()
+	for range closers {
+		wg.Go(func() {
+			for t := range waiting {
+				select {
+				case <-t.conn.Context().Done():
+				case <-ctx.Done():
+				}
+				t.conn.CloseWithError(codeShutdown, closing.reason(t.k))
 			}
 		})
 	}
 	wg.Wait()
 }
+
+// toldSession is the connection of the k-th agent told, on its session stream, that
+// the registry stops.
+type toldSession struct {
+	conn *quic.Conn
+	k    int
+}
+
+// tellShutdown writes the shutdown message of reason on the session stream of s, and
+// reports whether it did: a stream being written (a push) or one the agent does not
+// read within shutdownWait is left to the close alone.
+func tellShutdown(s *session, reason string) bool {
+	if !s.wmu.TryLock() {
+		return false
+	}
+	defer s.wmu.Unlock()
+	s.stream.SetWriteDeadline(time.Now().Add(shutdownWait))
+	return proto.WriteMessage(s.stream, &proto.Message{Type: proto.MsgShutdown, Shutdown: &proto.Shutdown{Reason: reason}}) == nil
+}
+
+// shutdownWait is how long a stopping endpoint waits, after the last agent told on its
+// session stream, for the agents so told to close their connections before it closes
+// them itself: long enough for QUIC to send a lost message again a few times on a
+// healthy path (its probe timeout there is tens of milliseconds), short enough that
+// agents gone without a word delay the stop by no more than it.
+const shutdownWait = time.Second
 
 // reason is the close reason of the k-th agent told: its moment (returnDelay), the
 // stream's end (that of the n-th), from now, and the re-slot spread.

@@ -30,6 +30,10 @@ type session struct {
 	stream *quic.Stream
 	// opened is when the agent's hello was read.
 	opened time.Time
+	// readsShutdown is set when the agent's hello said it reads a shutdown message
+	// (proto.Hello.ReadsShutdown): a stopping endpoint tells it on the session stream
+	// first (tellShutdown).
+	readsShutdown bool
 
 	// wmu serialises writes on the session stream and guards sent, pending and ended.
 	wmu sync.Mutex
@@ -173,7 +177,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		return
 	}
 	s := &session{identity: id, epoch: epoch, tenant: tenant, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: time.Now(),
-		reports: reports{pace: e.paceOf(id)}}
+		readsShutdown: m.Hello.ReadsShutdown, reports: reports{pace: e.paceOf(id)}}
 	if !e.register(s) {
 		return
 	}
