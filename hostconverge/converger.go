@@ -62,8 +62,10 @@ type Converger struct {
 
 // Converge makes one pass over spec and returns a result per unit of the spec: the known
 // units in hostunit.Order(), then the others in spec order, each a terminal failure, as
-// is a unit named twice.
+// is a unit named twice. Before any unit, it removes the files holding a secret that an
+// earlier pass left (removePrivateFiles).
 func (c *Converger) Converge(ctx context.Context, spec Spec) []UnitResult {
+	c.removePrivateFiles()
 	byName := map[string]Unit{}
 	var unique []Unit
 	var twice []UnitResult
@@ -87,6 +89,23 @@ func (c *Converger) Converge(ctx context.Context, spec Spec) []UnitResult {
 		}
 	}
 	return append(results, twice...)
+}
+
+// removePrivateFiles removes what is in hostenv.PrivateDir: the file holding a secret
+// (k8s-join's JoinConfiguration, with the cluster's bootstrap token) that a bcd killed
+// while its program ran left, which would stay readable by root until the next boot.
+// What it removed, or could not, is logged; the pass goes on either way.
+func (c *Converger) removePrivateFiles() {
+	removed, err := hostenv.RemovePrivateFiles(c.Root)
+	if c.Log == nil {
+		return
+	}
+	if len(removed) > 0 {
+		c.Log.Warn("removed files holding a secret that an earlier pass left", "files", removed)
+	}
+	if err != nil {
+		c.Log.Error("removing the files holding a secret that an earlier pass left", "err", err)
+	}
 }
 
 // apply applies one known unit.

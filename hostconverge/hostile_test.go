@@ -1,15 +1,18 @@
 package hostconverge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/better-compute/better-compute/hostconverge/hostenv"
 	"github.com/better-compute/better-compute/hostconverge/k8s"
 	"github.com/better-compute/better-compute/hostconverge/kernel"
 	"github.com/better-compute/better-compute/proto"
@@ -140,6 +143,68 @@ func TestKubeadmJoinTokenOnNoCommandLine(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(h.root, k8s.JoinConfig)); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("the JoinConfiguration is still there after kubeadm join: %v", err)
+			}
+		})
+	}
+}
+
+// TestAJoinConfigurationAKilledBcdLeftIsRemoved: a bcd killed while kubeadm join ran left
+// the JoinConfiguration, with the cluster's bootstrap token, and the temporary file of its
+// write in the private directory; the next pass removes them before any unit, whatever
+// units its spec has, and so does bcd's start before a spec came. Before, they stayed
+// until the host booted again.
+func TestAJoinConfigurationAKilledBcdLeftIsRemoved(t *testing.T) {
+	const leftToken = "zyxwvu.9876543210fedcba"
+	left := []string{k8s.JoinConfig, hostenv.PrivateDir + "/.kubeadm-join.yaml.tmp-812736"}
+	privateFiles := func(h *fakeHost) []string {
+		entries, err := os.ReadDir(filepath.Join(h.root, hostenv.PrivateDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	for name, converge := range map[string]func(h *fakeHost, c *Converger){
+		"a pass without k8s-join": func(h *fakeHost, c *Converger) {
+			c.Converge(context.Background(), Spec{Generation: 2})
+		},
+		"bcd's start, no spec yet": func(h *fakeHost, c *Converger) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			c.Run(ctx, make(chan Spec), &recorder{})
+		},
+		"a pass that joins again": func(h *fakeHost, c *Converger) {
+			h.answer(kubeadmJoin, reply{effect: func(h *fakeHost) {
+				if got := privateFiles(h); !cmp.Equal(got, []string{filepath.Base(k8s.JoinConfig)}) {
+					t.Errorf("kubeadm join ran beside %v, want its own JoinConfiguration alone", got)
+				}
+				h.write(k8s.KubeletConf, kubeletConf)
+			}})
+			results := c.Converge(context.Background(), Spec{Units: []Unit{{Name: "k8s-join", Settings: []byte(joinUnit)}}})
+			if len(results) != 1 || results[0].Status != Changed {
+				t.Errorf("results %+v, want the host joined", results)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newFakeHost(t, gpuHost("kubelet=1.34.1-1.1", "kubeadm=1.34.1-1.1"), nil)
+			for _, f := range left {
+				h.write(f, `{"discovery": {"bootstrapToken": {"token": "`+leftToken+`"}}}`)
+			}
+			var log bytes.Buffer
+			c := &Converger{Root: h.root, Runner: h, Secrets: secrets{"secret://k8s/bootstrap": joinToken},
+				Log: slog.New(slog.NewTextHandler(&log, nil))}
+			converge(h, c)
+			if got := privateFiles(h); len(got) != 0 {
+				t.Errorf("%s still holds %v, which an earlier bcd left with the bootstrap token", hostenv.PrivateDir, got)
+			}
+			for _, f := range left {
+				if !strings.Contains(log.String(), f) {
+					t.Errorf("the log does not name %s, which was removed:\n%s", f, log.String())
+				}
 			}
 		})
 	}

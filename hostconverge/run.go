@@ -30,8 +30,10 @@ type Reporter interface {
 // (the newest, when several wait), then one every period to set drift back. Each pass is
 // reported. Failed units are tried again on the period. Run waits for a first spec
 // before its first pass; once specs is closed it keeps converging the last one. It
-// returns ctx's error.
+// returns ctx's error. It starts by removing the files holding a secret that an earlier
+// run left, as every pass does, so that none waits for a first spec.
 func (c *Converger) Run(ctx context.Context, specs <-chan Spec, r Reporter) error {
+	c.removePrivateFiles()
 	clk, period := c.Clock, c.Period
 	if clk == nil {
 		clk = clock.Real{}

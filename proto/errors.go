@@ -286,8 +286,15 @@ func CodeOf(err error) Code {
 	return Internal
 }
 
-// AsError returns err as an *Error, wrapping any other error as INTERNAL.
+// AsError returns err as an *Error, wrapping any other error as INTERNAL. A nil err is
+// an *Error of no code (none of Codes) whose message says there was none: a check of its
+// code, path or reason fails, as it should of an error that was never returned, where a
+// nil *Error would panic in the check (a test's, whose defect is that very nil). It is
+// never an error to return or send: the callers that do check err first.
 func AsError(err error) *Error {
+	if err == nil {
+		return &Error{Message: "no error"}
+	}
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e
 	}

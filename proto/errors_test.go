@@ -47,3 +47,21 @@ func TestErrorfQuotesAShortPrefixOfAnInput(t *testing.T) {
 		})
 	}
 }
+
+// TestAsErrorOfNoError: AsError of a nil error is one of no code, which no check of a
+// code, path or reason takes for the error it looks for; before, it was a nil *Error,
+// and the check of a test whose call wrongly returned nil panicked instead of failing.
+func TestAsErrorOfNoError(t *testing.T) {
+	e := AsError(nil)
+	for _, code := range Codes {
+		if e.Code == code {
+			t.Errorf("AsError(nil) has code %s, which a check of an error of that code takes for it", code)
+		}
+	}
+	if e.Details.Path != "" || e.Details.Reason != "" || e.Message != "no error" {
+		t.Errorf("AsError(nil) = %+v, want no path or reason and the message no error", e)
+	}
+	if at := e.WithPath("nodeId"); at.Details.Path != "nodeId" || e.Details.Path != "" {
+		t.Errorf("WithPath of AsError(nil): %+v, and the original became %+v", at, e)
+	}
+}

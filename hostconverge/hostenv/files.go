@@ -103,24 +103,64 @@ func (p *Pass) RemoveFile(name string) (removed bool, err error) {
 	return true, nil
 }
 
-// WithPrivateFile puts data in the host file name, mode 0600 (root's alone, from its
-// creation on), runs use, and removes the file whatever use returned: how a secret reaches
-// a program without being on its command line, which every user and process of the host
-// reads (/proc/PID/cmdline, process listings, audit logs). The directories it makes are
-// 0700. The file is no change to the host: neither it nor its removal is recorded.
-func (p *Pass) WithPrivateFile(name string, data []byte, use func() error) error {
-	path := p.Path(name)
-	if err := fsutil.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+// PrivateDir holds the files WithPrivateFile puts a secret in, and nothing else: mode
+// 0700, under /run, which a boot empties. Its files live only while their program runs,
+// so one found there when a pass starts is what a bcd killed meanwhile left:
+// RemovePrivateFiles removes it.
+const PrivateDir = "/run/better-compute/private"
+
+// WithPrivateFile puts data in the host file name, a file of PrivateDir, mode 0600 (root's
+// alone, from its creation on), runs use, and removes the file whatever use returned, a
+// panic included: how a secret reaches a program without being on its command line, which
+// every user and process of the host reads (/proc/PID/cmdline, process listings, audit
+// logs). The directories it makes are 0700. The file is no change to the host: neither it
+// nor its removal is recorded.
+func (p *Pass) WithPrivateFile(name string, data []byte, use func() error) (err error) {
+	if path.Dir(name) != PrivateDir {
+		return proto.Errorf(proto.Internal, "%s is not a file of %s, which a pass clears of what an earlier one left", name, PrivateDir)
+	}
+	file := p.Path(name)
+	if err := fsutil.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return fileError("making the directory of", name, err)
 	}
-	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
+	defer func() {
+		if rerr := fsutil.Remove(file); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err == nil {
+			err = fileError("removing", name, rerr)
+		}
+	}()
+	if err := fsutil.WriteFileAtomic(file, data, 0o600); err != nil {
 		return fileError("writing", name, err)
 	}
-	err := use()
-	if rerr := fsutil.Remove(path); rerr != nil && err == nil {
-		return fileError("removing", name, rerr)
+	return use()
+}
+
+// RemovePrivateFiles removes what is in PrivateDir under root (a file WithPrivateFile
+// wrote, or its temporary file, which a bcd killed before use returned left behind, with
+// the secret in it) and returns the host paths it removed. Call it only where no pass
+// runs.
+func RemovePrivateFiles(root string) ([]string, error) {
+	dir := filepath.Join(root, PrivateDir)
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, fileError("reading", PrivateDir, err)
 	}
-	return err
+	var removed []string
+	for _, e := range entries {
+		name := path.Join(PrivateDir, e.Name())
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return removed, fileError("removing", name, err)
+		}
+		removed = append(removed, name)
+	}
+	if len(removed) > 0 {
+		if err := fsutil.SyncDir(dir); err != nil {
+			return removed, fileError("syncing", PrivateDir, err)
+		}
+	}
+	return removed, nil
 }
 
 // ReadValue reads a kernel value file (/proc/sys, /sys) and returns it without the

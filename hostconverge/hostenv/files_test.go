@@ -1,9 +1,13 @@
 package hostenv
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // TestPendingMarkersAreByPath: two files of one base name in two directories (a
@@ -55,5 +59,30 @@ func TestPendingMarkerOfAnEarlierBcd(t *testing.T) {
 	}
 	if pending, err := p.Pending(name); err != nil || pending {
 		t.Errorf("pending %v, %v after it was applied", pending, err)
+	}
+}
+
+// TestWithPrivateFileLeavesNoSecret: the file holding a secret is gone once its use
+// returns, and once it panics (a unit's panic is its own failure, and the pass goes on):
+// before, a panic left it. A file out of PrivateDir, which no pass clears of what a killed
+// bcd left, is refused and not written.
+func TestWithPrivateFileLeavesNoSecret(t *testing.T) {
+	const name = PrivateDir + "/secret.conf"
+	p := NewPass(Env{Root: t.TempDir()})
+	func() {
+		defer func() { _ = recover() }()
+		_ = p.WithPrivateFile(name, []byte("token"), func() error { panic("the program's runner failed") })
+	}()
+	if _, err := os.Stat(p.Path(name)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s is there after its use panicked: %v", name, err)
+	}
+	const elsewhere = "/run/better-compute/secret.conf"
+	ran := false
+	err := p.WithPrivateFile(elsewhere, []byte("token"), func() error { ran = true; return nil })
+	if proto.CodeOf(err) != proto.Internal || ran {
+		t.Errorf("a file out of %s: %v, use ran %v; want INTERNAL, not run", PrivateDir, err, ran)
+	}
+	if _, err := os.Stat(p.Path(elsewhere)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s was written: %v", elsewhere, err)
 	}
 }

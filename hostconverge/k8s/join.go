@@ -101,9 +101,9 @@ func kubeadmJoin(ctx context.Context, p *hostenv.Pass, s *hostunit.K8sJoin, endp
 // JoinConfig is where kubeadm join reads its JoinConfiguration, which carries the
 // bootstrap token: a file of mode 0600 (root's alone), removed once kubeadm join returns,
 // so the token is on no command line, which every user and process of the host reads in
-// /proc/PID/cmdline. Under /run, a file a pass killed in between left is gone at the next
-// boot, and the next pass overwrites it.
-const JoinConfig = "/run/better-compute/kubeadm-join.yaml"
+// /proc/PID/cmdline. A file a bcd killed meanwhile left is removed by the next pass, or
+// gone at the next boot (hostenv.PrivateDir).
+const JoinConfig = hostenv.PrivateDir + "/kubeadm-join.yaml"
 
 // joinConfiguration is the kubeadm JoinConfiguration that joins the host with token,
 // checking the server's CA by its SPKI digest: kubeadm.k8s.io/v1beta4, which kubeadm reads

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -43,19 +44,32 @@ func TestPushQueue(t *testing.T) {
 // TestPushQueueCloseWhileTaking closes queues while a worker takes from them with nodes
 // left for another worker: the take that wakes the other worker for them must not send
 // on the wake channel close closed (a panic ending the registry as it stops). The two
-// meet in that moment only now and then, so the test tries it many times.
+// meet in that moment only now and then on their own, once in about a million tries; the
+// test makes them meet each time: on one processor, take and then close wait for the
+// queue's lock long enough that sync.Mutex hands it over in turn, and an unlock that
+// hands it over yields to the next waiter at once, so close runs entirely between take's
+// unlock and whatever take does after it.
 func TestPushQueueCloseWhileTaking(t *testing.T) {
-	for range 1000000 {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for range 200 {
 		var q pushQueue
 		q.init()
 		q.add("a")
 		q.add("b")
 		<-q.wake // taken: the take's own signal is what would meet the close
 		var wg sync.WaitGroup
-		start := make(chan struct{})
-		wg.Go(func() { <-start; q.take(1) })
-		wg.Go(func() { <-start; q.close() })
-		close(start)
+		q.mu.Lock()
+		wg.Go(func() { q.take(1) })
+		runtime.Gosched() // take waits for the lock
+		wg.Go(func() { q.close() })
+		runtime.Gosched() // and close behind it
+		// Past the 1 ms after which a waiter woken to find the lock held again puts the
+		// mutex in starvation mode, where it goes to each waiter in turn.
+		time.Sleep(2 * time.Millisecond)
+		q.mu.Unlock()
+		q.mu.Lock() // before take, woken, can take it
+		runtime.Gosched()
+		q.mu.Unlock() // to take, whose unlock hands it to close
 		wg.Wait()
 	}
 }
