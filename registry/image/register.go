@@ -62,20 +62,17 @@ func Register(tx *store.Tx, v Verifier, tenant string, req RegisterRequest) (sto
 const MaxImagesPerDigest = 64
 
 // checkCopies refuses a new image of digest for tenant when it holds MaxImagesPerDigest
-// of the digest already: INVALID_INPUT at sha256, naming one to reuse.
+// of the digest already: INVALID_INPUT at sha256, naming one to reuse. It reads the
+// tenant's own images of the digest alone: before, it read every tenant's, 10,000 keys a
+// registration beside 5,000 images of the digest (TestARegistrationReadsItsOwnTenantsImagesOfADigest).
 func checkCopies(tx *store.Tx, tenant, digest string) error {
-	imgs, err := tx.ImagesByDigest(digest)
-	if err != nil {
+	imgs, err := tx.TenantImagesByDigest(tenant, digest)
+	if err != nil || len(imgs) < MaxImagesPerDigest {
 		return err
 	}
-	var own []string
-	for _, img := range imgs {
-		if img.Tenant == tenant {
-			own = append(own, img.Ref)
-		}
-	}
-	if len(own) < MaxImagesPerDigest {
-		return nil
+	own := make([]string, len(imgs))
+	for i, img := range imgs {
+		own[i] = img.Ref
 	}
 	return proto.Errorf(proto.InvalidInput, "tenant %q has %d images of sha256 %s already, the most a tenant may register of one artifact: reuse one of them (%s, say) rather than registering it again",
 		tenant, len(own), digest, slices.Min(own)).WithPath("sha256")

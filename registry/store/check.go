@@ -47,7 +47,8 @@ var indexes = []index{
 // profiles_public holding an entry for each stored, undeleted, public profile version
 // and none other, agent-commands-by-expiry an entry for each relayed command and none
 // other, join_tokens_by_node an entry for each join token and none other, and
-// tenant_counts each tenant's number of objects of each counted kind and none other.
+// tenant_counts each tenant's number of objects of each counted kind and none other,
+// and image_digests an entry for each image, under its digest and tenant, and none other.
 // It returns every problem found, joined.
 func (s *Store) Check() error {
 	errs := s.kv.check()
@@ -80,6 +81,9 @@ func (s *Store) Check() error {
 		}
 		if f, _ := parseFormat(tx.get(bucketFormat, formatKey)); f >= formatTenantCounts {
 			errs = append(errs, s.tx(tx).checkTenantCounts()...)
+		}
+		if f, _ := parseFormat(tx.get(bucketFormat, formatKey)); f >= formatDigestTenants {
+			errs = append(errs, s.tx(tx).checkImageDigests()...)
 		}
 		return nil
 	})

@@ -45,7 +45,12 @@ import (
 //	   reads rather than every object of its tenant: an earlier release creates and
 //	   deletes without it, which would leave a count wrong and a tenant's bound refusing
 //	   too early or too late. Raising a store to 4 counts its objects (countTenants).
-const Format = 4
+//	5  the image_digests keys digest NUL tenant NUL id (imagedigests.go), which a
+//	   registration reads for its own tenant's images of the digest rather than every
+//	   tenant's: an earlier release writes digest NUL id, which a registration would not
+//	   count toward its tenant's bound. Raising a store to 5 rewrites its keys
+//	   (indexImageDigests).
+const Format = 5
 
 // formatExpiryIndex is the format that added bucketAgentCommandsByExpiry.
 const formatExpiryIndex = 2
@@ -143,6 +148,11 @@ func (s *Store) raiseFormat(readOnly bool) error {
 				return fmt.Errorf("store: counting each tenant's objects: %w", err)
 			}
 		}
+		if stored < formatDigestTenants {
+			if err := s.indexImageDigests(); err != nil {
+				return fmt.Errorf("store: indexing the images of each digest by tenant: %w", err)
+			}
+		}
 		err := s.kv.update(func(tx kvTx) error {
 			if err := read(tx); err != nil || stored == Format {
 				return err
@@ -159,6 +169,11 @@ func (s *Store) raiseFormat(readOnly bool) error {
 			}
 			if stored < formatTenantCounts {
 				if err := s.tx(tx).finalTenantCounts(); err != nil {
+					return err
+				}
+			}
+			if stored < formatDigestTenants {
+				if err := s.tx(tx).finalImageDigests(); err != nil {
 					return err
 				}
 			}

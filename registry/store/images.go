@@ -42,7 +42,8 @@ const (
 	// bucketImageList holds one key per image, under its tenant while private and under
 	// the public scope once promoted, ordered by ref then id; the value is its kind.
 	bucketImageList = "image_list"
-	// bucketImageDigests maps digest \0 id to nothing: the images of an artifact.
+	// bucketImageDigests maps digest \0 tenant \0 id to nothing: the images of an
+	// artifact, each tenant's together (format 5 on; digest \0 id before).
 	bucketImageDigests = "image_digests"
 )
 
@@ -84,7 +85,7 @@ func (t *Tx) CreateImage(img Image) (Image, error) {
 	if err := t.putRaw(bucketImageRefs, imageRefKey(img.Tenant, img.Ref), []byte(img.ID)); err != nil {
 		return Image{}, err
 	}
-	return img, t.putRaw(bucketImageDigests, []byte(img.SHA256+"\x00"+img.ID), nil)
+	return img, t.putRaw(bucketImageDigests, imageDigestKey(img), nil)
 }
 
 // PublishImage makes an image visible to every tenant. An image that is not verified
@@ -140,13 +141,25 @@ func (t *Tx) ImageByRef(tenant, ref string) (Image, error) {
 	return t.Image(string(id))
 }
 
-// ImagesByDigest returns every catalog image of an artifact, in any tenant.
+// ImagesByDigest returns every catalog image of an artifact, in any tenant, each
+// tenant's together.
 func (t *Tx) ImagesByDigest(digest string) ([]Image, error) {
+	return t.imagesUnder([]byte(digest + "\x00"))
+}
+
+// TenantImagesByDigest returns tenant's own images of an artifact, reading none of
+// another tenant's: what a registration reads to bound a tenant's copies of one digest,
+// however many other tenants' images of it the catalog holds.
+func (t *Tx) TenantImagesByDigest(tenant, digest string) ([]Image, error) {
+	return t.imagesUnder([]byte(digest + "\x00" + tenant + "\x00"))
+}
+
+// imagesUnder returns the images whose bucketImageDigests keys begin with prefix.
+func (t *Tx) imagesUnder(prefix []byte) ([]Image, error) {
 	var out []Image
-	prefix := []byte(digest + "\x00")
 	c := t.kv.cursor(bucketImageDigests)
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		img, err := t.Image(string(k[len(prefix):]))
+		img, err := t.Image(string(afterLastNUL(k, nil)))
 		if err != nil {
 			return nil, err
 		}
