@@ -3,8 +3,10 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -157,5 +159,59 @@ func TestChromiumKnownMACsPage(t *testing.T) {
 		if !strings.Contains(table, l.MAC) || !strings.Contains(table, l.Node) {
 			t.Errorf("the left-out MACs show no %s of %s:\n%s", l.MAC, l.Node, table)
 		}
+	}
+}
+
+// TestChromiumFollowsALiveStreamNoOtherOriginTakes: a page of another origin of the
+// same site (a sibling subdomain, another https port of the registry's host), which an
+// operator signed in to the console opens, is sent the operator's SameSite=Strict
+// session cookie: it frames the operator's node's live stream eight times, as many as a
+// session holds, each request carrying the browser's Sec-Fetch-Site: same-site. Each is
+// refused FORBIDDEN, and the console's own page in Chromium still follows the node.
+// Before, the eight streams were opened and held, and the operator's own page was
+// refused 429, following nothing while that page stayed open.
+func TestChromiumFollowsALiveStreamNoOtherOriginTakes(t *testing.T) {
+	reg, acme, acmeNode, _ := twoTenants(t)
+	ctx := browser.Start(t, reg.URL)
+	cfg, _ := api.LoadClientConfig(acme)
+	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	c := sessionCookie(t, ctx)
+	if c == nil {
+		t.Fatal("Chromium keeps no session cookie")
+	}
+	// The sibling's frames: the operator's browser sends them the session cookie.
+	sibling := newClient(t, reg)
+	u, _ := url.Parse(reg.URL)
+	sibling.client.Jar.SetCookies(u, []*http.Cookie{{Name: c.Name, Value: c.Value, Path: "/", Secure: true, HttpOnly: true}})
+	frames, stop := context.WithCancel(context.Background())
+	defer stop()
+	for i := range 8 {
+		req, _ := http.NewRequestWithContext(frames, http.MethodGet, reg.URL+"/ui/nodes/"+acmeNode.ID+"/live", nil)
+		req.Header.Set("Sec-Fetch-Site", "same-site")
+		req.Header.Set("Sec-Fetch-Mode", "navigate")
+		req.Header.Set("Sec-Fetch-Dest", "iframe")
+		resp, err := sibling.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("frame %d of another origin opened the operator's live stream", i+1)
+			continue // held open, as the frame holds it, until the test ends
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "FORBIDDEN") {
+			t.Errorf("frame %d of another origin: %d %s", i+1, resp.StatusCode, body)
+		}
+	}
+	followed, err := chromedp.Run(ctx, chromedp.Evaluate[string](`new Promise(done => {
+  const s = new EventSource("/ui/nodes/`+acmeNode.ID+`/live");
+  s.addEventListener("update", e => { s.close(); done(e.data.includes('id="events"') ? "update" : e.data); });
+  s.onerror = () => { s.close(); done("error"); };
+})`, chromedp.EvalAwaitPromise))
+	if err != nil || followed != "update" {
+		t.Errorf("the console's own page following the node's live stream: %q (%v)", followed, err)
 	}
 }
