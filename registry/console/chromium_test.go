@@ -39,6 +39,18 @@ func sessionCookie(t *testing.T, ctx context.Context) *network.Cookie {
 	return nil
 }
 
+// signedIn starts a headless Chromium for reg's console and signs it in, as an operator
+// would, with the credential of the CLI config at config.
+func signedIn(t *testing.T, reg *testkit.Registry, config string) context.Context {
+	t.Helper()
+	ctx := browser.Start(t, reg.URL)
+	cfg, _ := api.LoadClientConfig(config)
+	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	return ctx
+}
+
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
 	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
@@ -55,11 +67,7 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 // shows.
 func TestChromiumSignInFindANodeAndNoOtherTenant(t *testing.T) {
 	reg, acme, acmeNode, betaNode := twoTenants(t)
-	ctx := browser.Start(t, reg.URL)
-	cfg, _ := api.LoadClientConfig(acme)
-	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
-		t.Fatalf("sign in: %v", err)
-	}
+	ctx := signedIn(t, reg, acme)
 	c := sessionCookie(t, ctx)
 	if c == nil || !c.HTTPOnly || !c.Secure || c.SameSite != network.CookieSameSiteStrict || c.Session {
 		t.Errorf("Chromium keeps the session cookie as %+v", c)
@@ -115,11 +123,7 @@ func TestChromiumRefusesACrossSiteForm(t *testing.T) {
 	go attacker.Serve(ln)
 	t.Cleanup(func() { attacker.Close() })
 
-	ctx := browser.Start(t, reg.URL)
-	cfg, _ := api.LoadClientConfig(acme)
-	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
-		t.Fatalf("sign in: %v", err)
-	}
+	ctx := signedIn(t, reg, acme)
 	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+ln.Addr().String()+"/"), chromedp.WaitVisible(chromedp.ID("error"))); err != nil {
 		t.Fatalf("the attacker's page: %v", err)
 	}
@@ -142,11 +146,7 @@ func TestChromiumRefusesACrossSiteForm(t *testing.T) {
 // bound and beta's MACs left out, with their nodes.
 func TestChromiumKnownMACsPage(t *testing.T) {
 	reg, leftOut, _ := overBound(t, 2)
-	ctx := browser.Start(t, reg.URL)
-	cfg, _ := api.LoadClientConfig(reg.AdminConfig)
-	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
-		t.Fatalf("sign in: %v", err)
-	}
+	ctx := signedIn(t, reg, reg.AdminConfig)
 	if err := chromedp.Do(ctx, chromedp.Navigate(reg.URL+"/ui/sites"), chromedp.Click(chromedp.ID("known-macs-rack-a")),
 		chromedp.WaitVisible(chromedp.ID("left-out"))); err != nil {
 		t.Fatalf("follow rack-a's known MACs link: %v", err)
@@ -172,11 +172,7 @@ func TestChromiumKnownMACsPage(t *testing.T) {
 // refused 429, following nothing while that page stayed open.
 func TestChromiumFollowsALiveStreamNoOtherOriginTakes(t *testing.T) {
 	reg, acme, acmeNode, _ := twoTenants(t)
-	ctx := browser.Start(t, reg.URL)
-	cfg, _ := api.LoadClientConfig(acme)
-	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
-		t.Fatalf("sign in: %v", err)
-	}
+	ctx := signedIn(t, reg, acme)
 	c := sessionCookie(t, ctx)
 	if c == nil {
 		t.Fatal("Chromium keeps no session cookie")
