@@ -3,8 +3,10 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -37,6 +39,18 @@ func sessionCookie(t *testing.T, ctx context.Context) *network.Cookie {
 	return nil
 }
 
+// signedIn starts a headless Chromium for reg's console and signs it in, as an operator
+// would, with the credential of the CLI config at config.
+func signedIn(t *testing.T, reg *testkit.Registry, config string) context.Context {
+	t.Helper()
+	ctx := browser.Start(t, reg.URL)
+	cfg, _ := api.LoadClientConfig(config)
+	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	return ctx
+}
+
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
 	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
@@ -53,11 +67,7 @@ func text(t *testing.T, ctx context.Context, sel string) string {
 // shows.
 func TestChromiumSignInFindANodeAndNoOtherTenant(t *testing.T) {
 	reg, acme, acmeNode, betaNode := twoTenants(t)
-	ctx := browser.Start(t, reg.URL)
-	cfg, _ := api.LoadClientConfig(acme)
-	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
-		t.Fatalf("sign in: %v", err)
-	}
+	ctx := signedIn(t, reg, acme)
 	c := sessionCookie(t, ctx)
 	if c == nil || !c.HTTPOnly || !c.Secure || c.SameSite != network.CookieSameSiteStrict || c.Session {
 		t.Errorf("Chromium keeps the session cookie as %+v", c)
@@ -113,11 +123,7 @@ func TestChromiumRefusesACrossSiteForm(t *testing.T) {
 	go attacker.Serve(ln)
 	t.Cleanup(func() { attacker.Close() })
 
-	ctx := browser.Start(t, reg.URL)
-	cfg, _ := api.LoadClientConfig(acme)
-	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
-		t.Fatalf("sign in: %v", err)
-	}
+	ctx := signedIn(t, reg, acme)
 	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+ln.Addr().String()+"/"), chromedp.WaitVisible(chromedp.ID("error"))); err != nil {
 		t.Fatalf("the attacker's page: %v", err)
 	}
@@ -140,11 +146,7 @@ func TestChromiumRefusesACrossSiteForm(t *testing.T) {
 // bound and beta's MACs left out, with their nodes.
 func TestChromiumKnownMACsPage(t *testing.T) {
 	reg, leftOut, _ := overBound(t, 2)
-	ctx := browser.Start(t, reg.URL)
-	cfg, _ := api.LoadClientConfig(reg.AdminConfig)
-	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
-		t.Fatalf("sign in: %v", err)
-	}
+	ctx := signedIn(t, reg, reg.AdminConfig)
 	if err := chromedp.Do(ctx, chromedp.Navigate(reg.URL+"/ui/sites"), chromedp.Click(chromedp.ID("known-macs-rack-a")),
 		chromedp.WaitVisible(chromedp.ID("left-out"))); err != nil {
 		t.Fatalf("follow rack-a's known MACs link: %v", err)
@@ -157,5 +159,55 @@ func TestChromiumKnownMACsPage(t *testing.T) {
 		if !strings.Contains(table, l.MAC) || !strings.Contains(table, l.Node) {
 			t.Errorf("the left-out MACs show no %s of %s:\n%s", l.MAC, l.Node, table)
 		}
+	}
+}
+
+// TestChromiumFollowsALiveStreamNoOtherOriginTakes: a page of another origin of the
+// same site (a sibling subdomain, another https port of the registry's host), which an
+// operator signed in to the console opens, is sent the operator's SameSite=Strict
+// session cookie: it frames the operator's node's live stream eight times, as many as a
+// session holds, each request carrying the browser's Sec-Fetch-Site: same-site. Each is
+// refused FORBIDDEN, and the console's own page in Chromium still follows the node.
+// Before, the eight streams were opened and held, and the operator's own page was
+// refused 429, following nothing while that page stayed open.
+func TestChromiumFollowsALiveStreamNoOtherOriginTakes(t *testing.T) {
+	reg, acme, acmeNode, _ := twoTenants(t)
+	ctx := signedIn(t, reg, acme)
+	c := sessionCookie(t, ctx)
+	if c == nil {
+		t.Fatal("Chromium keeps no session cookie")
+	}
+	// The sibling's frames: the operator's browser sends them the session cookie.
+	sibling := newClient(t, reg)
+	u, _ := url.Parse(reg.URL)
+	sibling.client.Jar.SetCookies(u, []*http.Cookie{{Name: c.Name, Value: c.Value, Path: "/", Secure: true, HttpOnly: true}})
+	frames, stop := context.WithCancel(context.Background())
+	defer stop()
+	for i := range 8 {
+		req, _ := http.NewRequestWithContext(frames, http.MethodGet, reg.URL+"/ui/nodes/"+acmeNode.ID+"/live", nil)
+		req.Header.Set("Sec-Fetch-Site", "same-site")
+		req.Header.Set("Sec-Fetch-Mode", "navigate")
+		req.Header.Set("Sec-Fetch-Dest", "iframe")
+		resp, err := sibling.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("frame %d of another origin opened the operator's live stream", i+1)
+			continue // held open, as the frame holds it, until the test ends
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "FORBIDDEN") {
+			t.Errorf("frame %d of another origin: %d %s", i+1, resp.StatusCode, body)
+		}
+	}
+	followed, err := chromedp.Run(ctx, chromedp.Evaluate[string](`new Promise(done => {
+  const s = new EventSource("/ui/nodes/`+acmeNode.ID+`/live");
+  s.addEventListener("update", e => { s.close(); done(e.data.includes('id="events"') ? "update" : e.data); });
+  s.onerror = () => { s.close(); done("error"); };
+})`, chromedp.EvalAwaitPromise))
+	if err != nil || followed != "update" {
+		t.Errorf("the console's own page following the node's live stream: %q (%v)", followed, err)
 	}
 }

@@ -266,8 +266,12 @@ func credentialOf(field string) (string, error) {
 	}
 	var cfg api.ClientConfig
 	if err := api.DecodeStrict([]byte(field), &cfg); err != nil {
-		e := proto.AsError(err)
-		return "", proto.Errorf(proto.InvalidInput, "the pasted credential file: %s", e.Message).WithPath("credential")
+		// The form's field is the path; the file's own field it names goes in the message.
+		e, at := proto.AsError(err), ""
+		if e.Details.Path != "" {
+			at = ", at " + e.Details.Path
+		}
+		return "", proto.Errorf(proto.InvalidInput, "the pasted credential file%s: %s", at, e.Message).WithPath("credential")
 	}
 	if cfg.Credential == "" {
 		return "", proto.Errorf(proto.InvalidInput, "the pasted file has no \"credential\": paste a file written by `credentials create --out`").WithPath("credential")

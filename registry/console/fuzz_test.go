@@ -31,3 +31,20 @@ func FuzzCredentialOf(f *testing.F) {
 		}
 	})
 }
+
+// TestAPastedFilesRefusalNamesItsField: a pasted credential file with a field of the
+// wrong kind is refused at the form's field, credential, with the file's own field in
+// the message, as the CLI names it in a config file. Before, the message said "must be
+// a whole number ..., not a string" of no field, and the field at fault was lost.
+func TestAPastedFilesRefusalNamesItsField(t *testing.T) {
+	for field, pasted := range map[string]string{
+		"version":    `{"version":"1","server":"https://127.0.0.1:7443","credential":"bc_x"}`,
+		"credential": `{"version":1,"credential":["bc_x"]}`,
+	} {
+		_, err := credentialOf(pasted)
+		e := proto.AsError(err)
+		if e.Code != proto.InvalidInput || e.Details.Path != "credential" || !strings.Contains(e.Message, "file, at "+field+":") {
+			t.Errorf("%s: %v, want INVALID_INPUT at credential naming the file's %s", pasted, err, field)
+		}
+	}
+}

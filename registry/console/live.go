@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
 
@@ -150,8 +151,18 @@ func percentOf(raw json.RawMessage) int {
 // afterRev) and every new event of the node's log (metal.events with afterSeq and
 // wait), and at least every 25 seconds so the running step's time moves; then "end"
 // once the run ended. Every read is the API's, as the session's credential, and the
-// stream ends with the session (sign-out, expiry): it sends nothing after.
+// stream ends with the session (sign-out, expiry): it sends nothing after. Only the
+// console's own node page opens one: a session holds maxLive streams, which a page of
+// another origin of the same site, sent the session's cookie, would otherwise take with
+// as many images or frames of the stream's URL, leaving the operator's own pages none.
 func (c *Console) live(w http.ResponseWriter, r *http.Request) {
+	if !fetchedHere(r) {
+		e := proto.Errorf(proto.Forbidden, "a node's live stream is opened only by the node's page in this console, not by a page of another origin (Sec-Fetch-Site %s): open https://%s/ui/nodes/%s",
+			proto.Quote(r.Header.Get("Sec-Fetch-Site")), r.Host, url.PathEscape(r.PathValue("id")))
+		c.log.Info("console live stream refused", "node", proto.Quote(r.PathValue("id")), "code", e.Code)
+		http.Error(w, string(e.Code)+": "+e.Message, e.Code.HTTPStatus())
+		return
+	}
 	s := c.sessions.of(r)
 	if s == nil {
 		http.Error(w, "not signed in, or the session expired: sign in again", http.StatusUnauthorized)

@@ -10,7 +10,6 @@ import (
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
-	"github.com/better-compute/better-compute/testkit/browser"
 	"github.com/better-compute/better-compute/testkit/openssl"
 	"github.com/chromedp/chromedp"
 )
@@ -28,11 +27,7 @@ func TestChromiumShowsTheWorkflowARevocationFailed(t *testing.T) {
 	if acmeNode.Workflow == "" {
 		t.Fatalf("node %s enrolled with no workflow running", acmeNode.ID)
 	}
-	ctx := browser.Start(t, reg.URL)
-	cfg, _ := api.LoadClientConfig(acme)
-	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
-		t.Fatalf("sign in: %v", err)
-	}
+	ctx := signedIn(t, reg, acme)
 	if err := chromedp.Do(ctx, chromedp.Navigate(reg.URL+"/ui/nodes/"+acmeNode.ID), chromedp.WaitVisible(chromedp.ID("action-revoke-certificates")),
 		chromedp.Click(chromedp.ID("action-revoke-certificates")), chromedp.WaitVisible(chromedp.ID("reason")),
 		chromedp.SendKeys(chromedp.ID("reason"), "BMC password leaked"), chromedp.Submit(chromedp.ID("reason")),
@@ -175,11 +170,7 @@ func TestChromiumShowsTheCachePlansFailedImages(t *testing.T) {
 // opens the Sites page, rack-a's section shown.
 func sitesPage(t *testing.T, reg *testkit.Registry) context.Context {
 	t.Helper()
-	ctx := browser.Start(t, reg.URL)
-	cfg, _ := api.LoadClientConfig(reg.AdminConfig)
-	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
-		t.Fatalf("sign in: %v", err)
-	}
+	ctx := signedIn(t, reg, reg.AdminConfig)
 	if err := chromedp.Do(ctx, chromedp.Navigate(reg.URL+"/ui/sites"), chromedp.WaitVisible(chromedp.ID("site-rack-a"))); err != nil {
 		t.Fatalf("open the sites page: %v", err)
 	}

@@ -196,10 +196,16 @@ func clearCookie(w http.ResponseWriter, name string) {
 // says same-origin. A request without Origin is refused: every browser the console
 // serves sends it on a POST.
 func sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
-		return false
-	}
-	return r.Header.Get("Origin") == "https://"+r.Host
+	return fetchedHere(r) && r.Header.Get("Origin") == "https://"+r.Host
+}
+
+// fetchedHere reports whether a browser's Sec-Fetch-Site, when sent, says r comes from
+// the console's own pages. A page of another origin of the same site (a sibling
+// subdomain, another https port of the host) is sent the SameSite=Strict cookie too;
+// Sec-Fetch-Site tells it apart.
+func fetchedHere(r *http.Request) bool {
+	site := r.Header.Get("Sec-Fetch-Site")
+	return site == "" || site == "same-origin"
 }
 
 // tokenMatches compares a form's token with the expected one in constant time.
