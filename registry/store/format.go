@@ -45,7 +45,13 @@ import (
 //	   reads rather than every object of its tenant: an earlier release creates and
 //	   deletes without it, which would leave a count wrong and a tenant's bound refusing
 //	   too early or too late. Raising a store to 4 counts its objects (countTenants).
-const Format = 4
+//	5  tenant_counts counting each tenant's credentials, pools and nodes too: a replica
+//	   of format 4 creates them, and prunes credentials, without counting, which would
+//	   leave those counts wrong while it runs beside one of format 5. The count every
+//	   open makes would correct a store format 4 left, but not what such a replica
+//	   writes after it; raising a store to 5 counts its objects again (countTenants)
+//	   and stops the replicas of format 4 first.
+const Format = 5
 
 // formatExpiryIndex is the format that added bucketAgentCommandsByExpiry.
 const formatExpiryIndex = 2
@@ -138,7 +144,7 @@ func (s *Store) raiseFormat(readOnly bool) error {
 				return fmt.Errorf("store: indexing the join tokens by node: %w", err)
 			}
 		}
-		if stored < formatTenantCounts {
+		if stored < formatMoreCounts {
 			if err := s.countTenants(); err != nil {
 				return fmt.Errorf("store: counting each tenant's objects: %w", err)
 			}
@@ -157,7 +163,7 @@ func (s *Store) raiseFormat(readOnly bool) error {
 					return err
 				}
 			}
-			if stored < formatTenantCounts {
+			if stored < formatMoreCounts {
 				if err := s.tx(tx).finalTenantCounts(); err != nil {
 					return err
 				}
