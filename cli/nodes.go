@@ -25,7 +25,9 @@ var nodeCommands = []command{{
 	long: "enroll a machine; its driver bindings come from the BMC, the hardware profile and the " +
 		"overrides. The BMC's address must be an IP address in the site's BMC networks; its " +
 		"credential a `secret://` reference to the tenant's secret, or `secret://platform/NAME` " +
-		"(the root tenant's, root-tenant credentials only) (docs/nodes.md)",
+		"(the root tenant's, root-tenant credentials only) (docs/nodes.md). A node is kept for ever, a retired one too: " +
+		"one the tenant enrolls past its bound (serve `--tenant-nodes`) is `INVALID_STATE` reason `quota`, one a root-tenant " +
+		"credential enrolls for it is not refused (docs/security.md#what-a-tenant-may-hold-in-the-store)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		req := api.EnrollRequest{Labels: map[string]string{}, Drivers: map[string]api.Binding{}}

@@ -21,7 +21,8 @@ var poolCommands = []command{{
 		"GPUs (`requireGpus`), whether PXE discovery's MACs bind at once " +
 		"(`trustProvisioningNetwork`), the MIG layout `from: pool` takes (`migLayout`), automatic " +
 		"health remediation (`remediation`), extra initrds of its ramdisk boots (`ramdiskExtras`: " +
-		"the NVIDIA driver and DCGM), host units (docs/nodes.md)",
+		"the NVIDIA driver and DCGM), host units (docs/nodes.md). A pool is kept for ever: one past the " +
+		"tenant's bound (serve `--tenant-pools`) is `INVALID_STATE` reason `quota` (docs/security.md#what-a-tenant-may-hold-in-the-store)",
 	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the pool belongs to (default: the caller's)")

@@ -17,7 +17,7 @@ import (
 var serveCommands = []command{{
 	path:     "serve",
 	hostOnly: true,
-	usage:    "--data-dir DIR [--store bbolt|etcd] [--etcd-endpoints URL,URL,URL] [--etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE] [--listen HOST:PORT] [--agent-listen HOST:PORT] [--metrics-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--agent-endpoints HOST:PORT,...] [--api-running N] [--api-tenant-waiting N] [--api-tenant-watching N] [--auth-failure-burst N] [--auth-failure-refill DURATION] [--tenant-secrets N] [--tenant-images N] [--tenant-profile-versions N] [--gc-percent N] [--memory-limit SIZE|auto|none] [--log-format text|json]",
+	usage:    "--data-dir DIR [--store bbolt|etcd] [--etcd-endpoints URL,URL,URL] [--etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE] [--listen HOST:PORT] [--agent-listen HOST:PORT] [--metrics-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--agent-endpoints HOST:PORT,...] [--api-running N] [--api-tenant-waiting N] [--api-tenant-watching N] [--auth-failure-burst N] [--auth-failure-refill DURATION] [--tenant-secrets N] [--tenant-images N] [--tenant-profile-versions N] [--tenant-credentials N] [--tenant-pools N] [--tenant-nodes N] [--gc-percent N] [--memory-limit SIZE|auto|none] [--log-format text|json]",
 	summary:  "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
 	long: "run the registry and its agents' QUIC endpoint; prints its URL, agent endpoint and pins; " +
 		"resumes running workflows. `DIR` is made 0700 and refused when its group or others can " +
@@ -27,7 +27,7 @@ var serveCommands = []command{{
 		"`--kek-file` seals the keys in the store for several registries on one store, `--agent-endpoints` the agent endpoints of every replica (docs/ARCHITECTURE.md#replicas); " +
 		"`--store etcd` keeps the records in an etcd cluster instead of DIR/registry.db (docs/store.md); " +
 		"`--api-running`, `--api-tenant-waiting` and `--api-tenant-watching` bound the authenticated API calls, shared fairly between tenants, and `--auth-failure-burst` and `--auth-failure-refill` " +
-		"the failed credential checks of each source address, API calls, console sign-ins and join tokens together, and `--tenant-secrets`, `--tenant-images` and `--tenant-profile-versions` what each tenant may hold in the store (docs/security.md#what-strangers-can-cost); " +
+		"the failed credential checks of each source address, API calls, console sign-ins and join tokens together, and `--tenant-secrets`, `--tenant-images`, `--tenant-profile-versions`, `--tenant-credentials`, `--tenant-pools` and `--tenant-nodes` what each tenant may hold in the store (docs/security.md#what-strangers-can-cost); " +
 		"`--gc-percent` and `--memory-limit` set the registry's garbage collection (the soft memory limit by default 90% of the memory limit of the registry's container or unit), GOGC and GOMEMLIMIT in the environment winning over them (docs/operations.md#memory)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket, made 0700; refused when its group or others can enter it (required)")
@@ -53,6 +53,9 @@ var serveCommands = []command{{
 		fs.Var(cmdline.SignedDecimal(&bounds.Secrets, 0), "tenant-secrets", fmt.Sprintf("secrets one tenant may hold; one more is refused INVALID_STATE (reason %s) until it deletes one; the root tenant is not bounded (0: %d)", proto.ReasonQuota, registry.DefaultTenantSecrets))
 		fs.Var(cmdline.SignedDecimal(&bounds.Images, 0), "tenant-images", fmt.Sprintf("catalog images one tenant may hold, kept for ever; one more is refused the same way (0: %d)", registry.DefaultTenantImages))
 		fs.Var(cmdline.SignedDecimal(&bounds.ProfileVersions, 0), "tenant-profile-versions", fmt.Sprintf("profile versions one tenant may hold, kept for ever, deleted ones too; one more is refused the same way (0: %d)", registry.DefaultTenantProfileVersions))
+		fs.Var(cmdline.SignedDecimal(&bounds.Credentials, 0), "tenant-credentials", fmt.Sprintf("credentials one tenant may hold, revoked and expired ones too until they are pruned; one more is refused the same way (0: %d)", registry.DefaultTenantCredentials))
+		fs.Var(cmdline.SignedDecimal(&bounds.Pools, 0), "tenant-pools", fmt.Sprintf("pools one tenant may hold, kept for ever; one more is refused the same way (0: %d)", registry.DefaultTenantPools))
+		fs.Var(cmdline.SignedDecimal(&bounds.Nodes, 0), "tenant-nodes", fmt.Sprintf("nodes one tenant may hold, kept for ever, retired ones too; one more the tenant enrolls is refused the same way, one the root tenant's credential enrolls for it is not (0: %d)", registry.DefaultTenantNodes))
 		var memory registry.MemoryConfig
 		fs.Var(cmdline.SignedDecimal(&memory.GCPercent, 0), "gc-percent", fmt.Sprintf("how far the heap grows past what is live before the collector runs again, in percent, as GOGC (which wins when set); more spends memory to save CPU (%d to %d; 0: %d)", registry.MinGCPercent, registry.MaxGCPercent, registry.DefaultGCPercent))
 		fs.StringVar(&memory.Limit, "memory-limit", "auto", fmt.Sprintf("soft limit on the memory the registry's Go runtime holds, as GOMEMLIMIT (which wins when set): near it the collector runs as often as it must, whatever --gc-percent says; a size such as 4GiB, at least %d MiB; auto, %d%% of the memory limit of the cgroup the registry runs in (a container's, a systemd unit's MemoryMax), none when it has none; or none", registry.MinMemoryLimit>>20, registry.AutoMemoryPercent))
@@ -66,7 +69,8 @@ var serveCommands = []command{{
 				v    int
 				what string
 			}{{"--api-running", limits.Running, "calls"}, {"--api-tenant-waiting", limits.Waiting, "calls"}, {"--api-tenant-watching", limits.Watching, "calls"},
-				{"--tenant-secrets", bounds.Secrets, "secrets"}, {"--tenant-images", bounds.Images, "images"}, {"--tenant-profile-versions", bounds.ProfileVersions, "versions"}} {
+				{"--tenant-secrets", bounds.Secrets, "secrets"}, {"--tenant-images", bounds.Images, "images"}, {"--tenant-profile-versions", bounds.ProfileVersions, "versions"},
+				{"--tenant-credentials", bounds.Credentials, "credentials"}, {"--tenant-pools", bounds.Pools, "pools"}, {"--tenant-nodes", bounds.Nodes, "nodes"}} {
 				if f.v < 0 {
 					return proto.Errorf(proto.InvalidInput, "%s is %d: give a number of %s, or 0 for the default", f.name, f.v, f.what).WithPath(f.name)
 				}

@@ -53,7 +53,7 @@ var tenantCommands = []command{{
 	path:    "credentials create",
 	usage:   "[--tenant T] --actions A,B [--expires 720h|TIME] --out FILE [--force]",
 	summary: "create a credential and write a CLI config for it (the secret is shown only there)",
-	long:    "make a credential and its CLI config; `--expires` a duration from now or an RFC 3339 time (default: never, or with the caller's own expiry). `FILE` is written whole, mode 0600, and must be new unless `--force` (an existing file may be the only copy of another credential, say `admin.conf`), in a directory that exists and can be written: else `INVALID_INPUT` at `--out` before anything is made; a write that fails after that revokes the credential again",
+	long:    "make a credential and its CLI config; `--expires` a duration from now or an RFC 3339 time (default: never, or with the caller's own expiry). `FILE` is written whole, mode 0600, and must be new unless `--force` (an existing file may be the only copy of another credential, say `admin.conf`), in a directory that exists and can be written: else `INVALID_INPUT` at `--out` before anything is made; a write that fails after that revokes the credential again. One past the tenant's bound (serve `--tenant-credentials`; revoked and expired ones count until they are pruned, 90 days on) is `INVALID_STATE` reason `quota` (docs/security.md#what-a-tenant-may-hold-in-the-store)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the credential belongs to (default: the caller's)")
 		actions := fs.String("actions", "", "comma-separated actions, e.g. compute:profiles:read,compute:images:read (required)")

@@ -226,8 +226,9 @@ const (
 	// Each tenant's share of the store (docs/security.md#what-strangers-can-cost).
 
 	// ReasonQuota (INVALID_STATE): the tenant holds as many objects of the kind as the
-	// registry lets one tenant hold (its secrets, images or profile versions); the
-	// message names the bound and what frees a place, and nothing was written.
+	// registry lets one tenant hold (its secrets, images, profile versions, credentials,
+	// pools or nodes); the message names the bound and what frees a place, and nothing
+	// was written.
 	ReasonQuota = "quota"
 
 	// Profiles.

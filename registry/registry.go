@@ -77,7 +77,8 @@ type Config struct {
 	// and how many one tenant may have waiting (docs/security.md); zero fields are the
 	// defaults.
 	APILimits api.Limits
-	// TenantBounds bound the secrets, images and profile versions each tenant may hold
+	// TenantBounds bound the secrets, images, profile versions, credentials, pools and
+	// nodes each tenant may hold
 	// (docs/security.md#what-strangers-can-cost); zero fields are the defaults. Give
 	// every replica on one store the same.
 	TenantBounds TenantBounds

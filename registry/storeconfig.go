@@ -35,6 +35,9 @@ const (
 	DefaultTenantSecrets         = store.DefaultTenantSecrets
 	DefaultTenantImages          = store.DefaultTenantImages
 	DefaultTenantProfileVersions = store.DefaultTenantProfileVersions
+	DefaultTenantCredentials     = store.DefaultTenantCredentials
+	DefaultTenantPools           = store.DefaultTenantPools
+	DefaultTenantNodes           = store.DefaultTenantNodes
 )
 
 // openStore opens the store sc names, the bbolt one in dataDir by default. A store of a

@@ -80,7 +80,7 @@ func (s *Store) Check() error {
 			errs = append(errs, s.tx(tx).checkJoinTokensByNode()...)
 		}
 		if f, _ := parseFormat(tx.get(bucketFormat, formatKey)); f >= formatTenantCounts {
-			errs = append(errs, s.tx(tx).checkTenantCounts()...)
+			errs = append(errs, s.tx(tx).checkTenantCounts(f)...)
 		}
 		if f, _ := parseFormat(tx.get(bucketFormat, formatKey)); f >= formatDigestTenants {
 			errs = append(errs, s.tx(tx).checkImageDigests()...)

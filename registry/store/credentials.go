@@ -48,7 +48,9 @@ var secretEncoding = base64.RawURLEncoding.Strict()
 
 // CreateCredential makes a credential for an existing tenant, expiring at expiresAt
 // (zero for never, else a time after now), and returns it with the bearer secret, which
-// is not stored and cannot be recovered.
+// is not stored and cannot be recovered. A credential past the tenant's bound
+// (TenantBounds.Credentials, revoked and expired ones counted until they are pruned) is
+// INVALID_STATE, reason quota, at tenantId.
 func (t *Tx) CreateCredential(tenant string, actions []string, expiresAt time.Time) (Credential, string, error) {
 	if _, err := t.Tenant(tenant); err != nil {
 		return Credential{}, "", err
@@ -56,6 +58,9 @@ func (t *Tx) CreateCredential(tenant string, actions []string, expiresAt time.Ti
 	if !expiresAt.IsZero() && !expiresAt.After(t.now) {
 		return Credential{}, "", proto.Errorf(proto.InvalidInput, "the expiry %s is not in the future (now %s): give a later time or a duration",
 			expiresAt.UTC().Format(time.RFC3339), t.now.UTC().Format(time.RFC3339)).WithPath("expiresAt")
+	}
+	if err := t.admit(countCredentials, tenant, "tenantId"); err != nil {
+		return Credential{}, "", err
 	}
 	id := randomHex(8)
 	secret := make([]byte, 32)
@@ -159,7 +164,12 @@ func (t *Tx) PruneCredentials(after []byte) (int, []byte, error) {
 	return pruneBucket(t, bucketCredentials, after, func(c Credential) bool {
 		revoked := !c.RevokedAt.IsZero() && c.RevokedAt.Before(cutoff)
 		return revoked || !c.ExpiresAt.IsZero() && c.ExpiresAt.Before(cutoff)
-	}, func(k []byte, _ Credential) error { return t.del(bucketCredentials, k) })
+	}, func(k []byte, c Credential) error {
+		if err := t.release(countCredentials, c.Tenant); err != nil {
+			return err
+		}
+		return t.del(bucketCredentials, k)
+	})
 }
 
 // Authenticate returns the credential a bearer secret names. Anything malformed,

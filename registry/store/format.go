@@ -48,8 +48,13 @@ import (
 //	5  the image_digests keys digest NUL tenant NUL id (imagedigests.go), which a
 //	   registration reads for its own tenant's images of the digest rather than every
 //	   tenant's: an earlier release writes digest NUL id, which a registration would not
-//	   count toward its tenant's bound. Raising a store to 5 rewrites its keys
-//	   (indexImageDigests).
+//	   count toward its tenant's bound; and tenant_counts counting each tenant's
+//	   credentials, pools and nodes too: a replica of format 4 creates them, and prunes
+//	   credentials, without counting, which would leave those counts wrong while it runs
+//	   beside one of format 5 (the count every open makes corrects what a store of format
+//	   4 left, not what such a replica writes after it). Raising a store to 5 rewrites
+//	   its keys (indexImageDigests) and counts its objects again (countTenants), and
+//	   stops the replicas of format 4 first.
 const Format = 5
 
 // formatExpiryIndex is the format that added bucketAgentCommandsByExpiry.
@@ -143,7 +148,7 @@ func (s *Store) raiseFormat(readOnly bool) error {
 				return fmt.Errorf("store: indexing the join tokens by node: %w", err)
 			}
 		}
-		if stored < formatTenantCounts {
+		if stored < formatMoreCounts {
 			if err := s.countTenants(); err != nil {
 				return fmt.Errorf("store: counting each tenant's objects: %w", err)
 			}
@@ -167,7 +172,7 @@ func (s *Store) raiseFormat(readOnly bool) error {
 					return err
 				}
 			}
-			if stored < formatTenantCounts {
+			if stored < formatMoreCounts {
 				if err := s.tx(tx).finalTenantCounts(); err != nil {
 					return err
 				}

@@ -194,7 +194,9 @@ const MaxNodeMACs = 64
 // new id, in state enrolling unless it gives another. A MAC or product UUID enrolled
 // already (the UUID in either spelling: uuidNode) is CONFLICT, naming the node only when
 // it is the same tenant's: another tenant's node ids stay its own; so is a BMC another
-// tenant's node binds (indexBMC).
+// tenant's node binds (indexBMC). A node past the tenant's bound (TenantBounds.Nodes,
+// retired ones counted) is INVALID_STATE, reason quota, at pool, unless the platform
+// enrolls it (PlatformBMC): the machines are the operator's to allot.
 func (t *Tx) CreateNode(n Node) (Node, error) {
 	pool, err := t.Pool(n.Tenant, n.Pool)
 	if err != nil {
@@ -230,6 +232,9 @@ func (t *Tx) CreateNode(n Node) (Node, error) {
 		}
 	}
 	if err := t.indexBMC(Node{}, n); err != nil {
+		return n, err
+	}
+	if err := t.admitBy(countNodes, n.Tenant, "pool", n.PlatformBMC); err != nil {
 		return n, err
 	}
 	for _, k := range hw {

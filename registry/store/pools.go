@@ -124,7 +124,8 @@ func checkPolicy(p PoolPolicy) error {
 }
 
 // CreatePool stores a new pool of its tenant at an existing site. A name the tenant
-// uses already is CONFLICT; a site that does not exist is NOT_FOUND. Names, the agent
+// uses already is CONFLICT; a site that does not exist is NOT_FOUND; a pool past the
+// tenant's bound (TenantBounds.Pools) INVALID_STATE, reason quota, at name. Names, the agent
 // and the image sources are checked here; the pre-warm refs, the hardware profile and
 // the units' settings are the caller's to check.
 func (t *Tx) CreatePool(p Pool) (Pool, error) {
@@ -142,6 +143,9 @@ func (t *Tx) CreatePool(p Pool) (Pool, error) {
 	}
 	if t.getRaw(bucketPools, poolKey(p.Tenant, p.Name)) != nil {
 		return Pool{}, proto.Errorf(proto.Conflict, "tenant %q has a pool %q already: `pools update %s` changes its policy, or name another pool", p.Tenant, p.Name, p.Name).WithPath("name")
+	}
+	if err := t.admit(countPools, p.Tenant, "name"); err != nil {
+		return Pool{}, err
 	}
 	p.CreatedAt, p.UpdatedAt = t.now, t.now
 	if err := t.putRaw(bucketPoolsBySite, []byte(p.Site+"\x00"+p.Tenant+"\x00"+p.Name), nil); err != nil {
