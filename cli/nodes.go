@@ -106,7 +106,7 @@ var nodeCommands = []command{{
 		"driver bindings, PXE discovery's MAC proposal or the MAC it bound, the state it failed " +
 		"from and why, a retire's unverified wipe, host section; its agent's applied NodeSpec " +
 		"generation and last host convergence; the requests it takes now (`requests`, the lifecycle table's: every other is INVALID_STATE); the last disk wipe of its last workflow and whether " +
-		"the registry attested it",
+		"the registry attested it; what its inventory warns of (`warnings`: a disk hiding capacity from a wipe)",
 	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
@@ -340,7 +340,7 @@ func keyValue(name string, set func(k, v string)) func(string) error {
 
 // follow prints each change of a workflow's steps until it ends, after the headline:
 // one line per step state change (step, where it runs, state, duration) and per progress
-// report, then the node's state. With --format json the lines go to stderr and the
+// report, then the node's state and its warnings (a disk hiding capacity from a wipe). With --format json the lines go to stderr and the
 // finished workflow to stdout. A failed workflow is the command's error: its failing step
 // and the step's error; so is a node that failed at the workflow's end (an unverified
 // wipe); so is an interrupt (stoppedFollowing).
@@ -425,11 +425,14 @@ func (x *exec) followRun(tenant, workflowID, nodeID, headline string) error {
 			}
 		}
 	}
-	var node api.Node
+	var node api.NodeView
 	if err := c.Call(x.ctx, "metal.get", api.NodeKey{TenantID: tenant, NodeID: nodeID}, &node); err != nil {
 		return lostFollowing(err, tenant, workflowID)
 	}
 	fmt.Fprintf(lines, "workflow %s %s; node %s is %s\n", run.ID, run.State, node.ID, node.State)
+	for _, warning := range node.Warnings {
+		fmt.Fprintf(lines, "warning: %s\n", warning)
+	}
 	f := run.Failure
 	if f == nil && node.State == api.NodeFailed && node.Failure != nil && node.Failure.RunID == run.ID {
 		f = node.Failure
@@ -491,6 +494,9 @@ func nodeDetail(w *tabwriter.Writer, v api.NodeView) {
 		fmt.Fprintln(w, "takes no request now")
 	} else {
 		fmt.Fprintf(w, "takes now: %s (`nodes REQUEST %s`)\n", strings.Join(v.Requests, ", "), n.ID)
+	}
+	for _, warning := range v.Warnings {
+		fmt.Fprintf(w, "\nwarning: %s\n", warning)
 	}
 	if f := n.Failure; f != nil {
 		fmt.Fprintf(w, "\nfailed from %s at %s %s (workflow %s): %s: %s", n.FailedFrom, dash(f.Step), dash(f.Use), dash(f.RunID), f.Error.Code, f.Error.Message)

@@ -574,7 +574,7 @@ func chainAfter(tx *store.Tx, node store.Node, req Request) Request {
 func wipeAdvice(w attest.Wipe) string {
 	for _, d := range w.Disks {
 		if len(d.Hidden) > 0 {
-			return "no wipe mode reaches capacity a disk hides: attach or delete the hidden NVMe namespace (nvme attach-ns, delete-ns) or restore the ATA native max (hdparm -N p) out of band, then release again, or retire the node"
+			return "no wipe mode reaches capacity a disk hides: " + hiddenAdvice + ", then release again, or retire the node"
 		}
 	}
 	return "release again with a stronger mode (`nodes release ID --wipe secure-erase`) or retire the node"
