@@ -683,13 +683,11 @@ func TestACancelledRescueLeavesNoRamdiskToken(t *testing.T) {
 	}
 }
 
-// TestAWipeOfHiddenCapacityAdvisesNoStrongerMode: a release whose wipe a disk hid
-// capacity from fails the node saying what frees it (the namespace attached or deleted,
-// the native max restored) and not to release in a stronger mode, which no mode reaches.
-// Before, its failure told the operator to release again with secure-erase, which fails
-// the same way.
-func TestAWipeOfHiddenCapacityAdvisesNoStrongerMode(t *testing.T) {
-	h := newHarness(t)
+// releasedPastAHiddenNamespace releases an active node whose wipe, every disk wiped,
+// is not attested for a detached NVMe namespace (as registry/attest stores it), and
+// returns the node, the release and the node as it failed UNVERIFIED_WIPE.
+func (h *harness) releasedPastAHiddenNamespace() (string, store.Run, store.Node) {
+	h.t.Helper()
 	node := h.inState(store.NodeActive)
 	h.machine.answers[proto.CommandDiskWipe] = func(json.RawMessage) (json.RawMessage, error) {
 		return json.RawMessage(`{"attested":false,"reason":"disk nvme0n1 has capacity the wipe could not reach: nvme-namespace-detached 2 (67108864 bytes)",` +
@@ -697,12 +695,23 @@ func TestAWipeOfHiddenCapacityAdvisesNoStrongerMode(t *testing.T) {
 	}
 	run, _, err := h.act(node, Release, Options{})
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
 	_, n := h.end(run.ID)
 	if n.State != store.NodeFailed || n.Failure == nil || n.Failure.Error.Code != proto.UnverifiedWipe {
-		t.Fatalf("node %s, failure %+v; want failed UNVERIFIED_WIPE", n.State, n.Failure)
+		h.t.Fatalf("node %s, failure %+v; want failed UNVERIFIED_WIPE", n.State, n.Failure)
 	}
+	return node, run, n
+}
+
+// TestAWipeOfHiddenCapacityAdvisesNoStrongerMode: a release whose wipe a disk hid
+// capacity from fails the node saying what frees it (the namespace attached or deleted,
+// the native max restored) and not to release in a stronger mode, which no mode reaches.
+// Before, its failure told the operator to release again with secure-erase, which fails
+// the same way.
+func TestAWipeOfHiddenCapacityAdvisesNoStrongerMode(t *testing.T) {
+	h := newHarness(t)
+	_, _, n := h.releasedPastAHiddenNamespace()
 	if msg := n.Failure.Error.Message; strings.Contains(msg, "stronger mode") || !strings.Contains(msg, "attach or delete the hidden NVMe namespace") {
 		t.Errorf("the failure says %q; want what frees the hidden capacity, not a stronger mode", msg)
 	}
@@ -718,19 +727,7 @@ func TestAWipeOfHiddenCapacityAdvisesNoStrongerMode(t *testing.T) {
 // took work outside the product, or a retire.
 func TestARescueFromFailedMendsWhatAReleaseCouldNotWipe(t *testing.T) {
 	h := newHarness(t)
-	node := h.inState(store.NodeActive)
-	h.machine.answers[proto.CommandDiskWipe] = func(json.RawMessage) (json.RawMessage, error) {
-		return json.RawMessage(`{"attested":false,"reason":"disk nvme0n1 has capacity the wipe could not reach: nvme-namespace-detached 2 (67108864 bytes)",` +
-			`"disks":[{"name":"nvme0n1","sizeBytes":1073741824,"wiped":true,"hidden":[{"kind":"nvme-namespace-detached","nsid":2,"bytes":67108864}]}]}`), nil
-	}
-	release, _, err := h.act(node, Release, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, failed := h.end(release.ID)
-	if failed.State != store.NodeFailed || failed.Failure == nil || failed.Failure.Error.Code != proto.UnverifiedWipe {
-		t.Fatalf("node %s, failure %+v; want failed UNVERIFIED_WIPE", failed.State, failed.Failure)
-	}
+	node, release, failed := h.releasedPastAHiddenNamespace()
 	if msg := failed.Failure.Error.Message; !strings.Contains(msg, "`nodes rescue ID`, from failed too") {
 		t.Errorf("the failure says %q; want the rescue that boots the node's ramdisk to mend it", msg)
 	}
