@@ -18,7 +18,7 @@ var inventoryCommands = []command{{
 	usage:   "ID [--tenant T]",
 	summary: "show a node's hardware as its agents report it: system and BIOS, CPUs, memory, disks, NICs, GPUs",
 	long: "the node's hardware as its ramdisk and `bcd node` report it: system and BIOS, CPUs, " +
-		"memory, disks (transport, discard, firmware erases), NICs (PCI address, link, speed), " +
+		"memory, disks (transport, discard, firmware erases, capacity the device hides from a wipe), NICs (PCI address, link, speed), " +
 		"NVIDIA GPUs (name, memory, driver, NVLinks where nvidia-smi runs); `--format json` prints " +
 		"every section with when it was reported (docs/nodes.md)",
 	nargs: 1,
@@ -87,11 +87,12 @@ func inventoryDetail(w *tabwriter.Writer, inv api.NodeInventory) {
 		fmt.Fprintf(w, "memory\t%s\n", api.BytesText(hw.Memory.TotalBytes))
 	}
 	if decoded[proto.SectionDisks] && len(hw.Disks) > 0 {
-		fmt.Fprintln(w, "\nDISK\tSIZE\tTRANSPORT\tROTATIONAL\tDISCARD\tWRITE ZEROES\tFIRMWARE ERASE\tMODEL\tSERIAL")
+		fmt.Fprintln(w, "\nDISK\tSIZE\tTRANSPORT\tROTATIONAL\tDISCARD\tWRITE ZEROES\tFIRMWARE ERASE\tHIDDEN FROM WIPE\tMODEL\tSERIAL")
 		for _, d := range hw.Disks {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, api.BytesText(d.SizeBytes), dash(d.Transport), yesNo(d.Rotational),
-				yesNo(d.Erase.Discard), yesNo(d.Erase.WriteZeroes), firmwareEraseText(d.Erase.Firmware), dash(d.Model), dash(d.Serial))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, api.BytesText(d.SizeBytes), dash(d.Transport), yesNo(d.Rotational),
+				yesNo(d.Erase.Discard), yesNo(d.Erase.WriteZeroes), firmwareEraseText(d.Erase.Firmware), hiddenFromWipeText(d.Erase.Firmware), dash(d.Model), dash(d.Serial))
 		}
+
 	}
 	if decoded[proto.SectionNICs] && len(hw.NICs) > 0 {
 		fmt.Fprintln(w, "\nNIC\tMAC\tDRIVER\tPCI\tLINK\tSPEED")
@@ -112,6 +113,9 @@ func inventoryDetail(w *tabwriter.Writer, inv api.NodeInventory) {
 			}
 			fmt.Fprintf(w, "%s\t%s:%s\t%s\t%s\t%d\t%s\t%s\n", g.PCIAddress, g.Vendor, g.Device, dash(g.Name), mem, g.NVLinks, dash(g.DriverVersion), dash(g.UUID))
 		}
+	}
+	for _, warning := range inv.Warnings {
+		fmt.Fprintf(w, "\nwarning: %s\n", warning)
 	}
 }
 
@@ -139,6 +143,18 @@ func firmwareEraseText(f *proto.FirmwareErase) string {
 		return "none"
 	}
 	return strings.Join(out, ", ")
+}
+
+// hiddenFromWipeText lists the capacity a disk's device hides from a wipe: "-" when
+// nobody asked, "none" when it hides nothing.
+func hiddenFromWipeText(f *proto.FirmwareErase) string {
+	switch {
+	case f == nil:
+		return "-"
+	case len(f.Hidden) == 0:
+		return "none"
+	}
+	return proto.HiddenText(f.Hidden)
 }
 
 func yesNo(b bool) string {

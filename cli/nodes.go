@@ -108,7 +108,7 @@ var nodeCommands = []command{{
 		"driver bindings, PXE discovery's MAC proposal or the MAC it bound, the state it failed " +
 		"from and why, a retire's unverified wipe, host section; its agent's applied NodeSpec " +
 		"generation and last host convergence; the requests it takes now (`requests`, the lifecycle table's: every other is INVALID_STATE); the last disk wipe of its last workflow and whether " +
-		"the registry attested it",
+		"the registry attested it; what its inventory warns of (`warnings`: a disk hiding capacity from a wipe)",
 	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
@@ -187,7 +187,8 @@ var lifecycleCommands = []struct {
 	{"commission", "metal.commission", "commission a ready node: GPU diagnostics, a quick wipe, power off (metal-commission)", "`ready` -> `commissioning` (metal-commission@1: GPU diagnostics, quick wipe, power off) -> `ready`"},
 	{"release", "metal.release", "release an active (or failed) node: wipe its disks and power it off, then it is ready (metal-release)", "`active` or `failed` -> `releasing` (metal-release@1, its wipe in the mode given, quick by default) -> `ready`, or `failed` with `UNVERIFIED_WIPE` when the registry did not attest the wipe"},
 	{"retire", "metal.retire", "retire a node for good: crypto-erase, power off, revoke its identity (metal-retire)", "`ready`, `active`, `rescue` or `failed` -> `retiring` (metal-retire@1) -> `retired`: identity revoked, nothing but reading it any more. A machine whose ramdisk never boots does not hold the retire up: its wipe fails at once (`UNAVAILABLE`, `no-ramdisk`) and is recorded as unverified"},
-	{"rescue", "metal.rescue", "boot an active node into its ramdisk for repairs (metal-rescue)", "`active` -> `rescue` (metal-rescue@1: the machine runs its ramdisk); `UNSUPPORTED` on a pool with `agent: none`"},
+	{"rescue", "metal.rescue", "boot an active or failed node into its ramdisk for repairs (metal-rescue)", "`active` -> `rescue` (metal-rescue@1: the machine runs its ramdisk); `UNSUPPORTED` on a pool with `agent: none`. " +
+		"`failed` -> `rescue` -> `failed` again, its failure kept and its ramdisk running, to mend what failed it there (a disk hiding capacity from a wipe), then `nodes release ID` or `nodes retry ID`; `INVALID_STATE` on a pool with `agent: none`"},
 	{"unrescue", "metal.unrescue", "boot a node in rescue back into its installed OS, then it is active (metal-unrescue)", "`rescue` -> (metal-unrescue@1: boot the disk, wait for the node's agent) -> `active`"},
 	{"retry", "metal.retry", "run again the workflow a failed node failed in", "`failed` -> the workflow it failed in, again, with the same profile document"},
 	{"cancel", "metal.cancel", "cancel a node's running workflow: its attempt is abandoned, its cleanup runs, the node fails (reason cancelled)", "stop a node's running workflow: the attempt is abandoned, its cleanup runs, the node is `failed` with reason `cancelled`"},
@@ -342,7 +343,7 @@ func keyValue(name string, set func(k, v string)) func(string) error {
 
 // follow prints each change of a workflow's steps until it ends, after the headline:
 // one line per step state change (step, where it runs, state, duration) and per progress
-// report, then the node's state. With --format json the lines go to stderr and the
+// report, then the node's state and its warnings (a disk hiding capacity from a wipe). With --format json the lines go to stderr and the
 // finished workflow to stdout. A failed workflow is the command's error: its failing step
 // and the step's error; so is a node that failed at the workflow's end (an unverified
 // wipe); so is an interrupt (stoppedFollowing).
@@ -427,11 +428,14 @@ func (x *exec) followRun(tenant, workflowID, nodeID, headline string) error {
 			}
 		}
 	}
-	var node api.Node
+	var node api.NodeView
 	if err := c.Call(x.ctx, "metal.get", api.NodeKey{TenantID: tenant, NodeID: nodeID}, &node); err != nil {
 		return lostFollowing(err, tenant, workflowID)
 	}
 	fmt.Fprintf(lines, "workflow %s %s; node %s is %s\n", run.ID, run.State, node.ID, node.State)
+	for _, warning := range node.Warnings {
+		fmt.Fprintf(lines, "warning: %s\n", warning)
+	}
 	f := run.Failure
 	if f == nil && node.State == api.NodeFailed && node.Failure != nil && node.Failure.RunID == run.ID {
 		f = node.Failure
@@ -493,6 +497,9 @@ func nodeDetail(w *tabwriter.Writer, v api.NodeView) {
 		fmt.Fprintln(w, "takes no request now")
 	} else {
 		fmt.Fprintf(w, "takes now: %s (`nodes REQUEST %s`)\n", strings.Join(v.Requests, ", "), n.ID)
+	}
+	for _, warning := range v.Warnings {
+		fmt.Fprintf(w, "\nwarning: %s\n", warning)
 	}
 	if f := n.Failure; f != nil {
 		fmt.Fprintf(w, "\nfailed from %s at %s %s (workflow %s): %s: %s", n.FailedFrom, dash(f.Step), dash(f.Use), dash(f.RunID), f.Error.Code, f.Error.Message)

@@ -1,5 +1,10 @@
 package proto
 
+import (
+	"fmt"
+	"strings"
+)
+
 // The modes of disk.wipe (DiskWipe.Mode).
 const (
 	WipeNone        = "none"
@@ -114,6 +119,31 @@ type HiddenCapacity struct {
 	Bytes int64 `json:"bytes,omitempty"`
 	// Error is why the device could not be asked (unchecked).
 	Error string `json:"error,omitempty"`
+}
+
+// HoldsData says whether h, capacity a disk's wipe does not reach, may hold an earlier
+// tenant's data: a detached namespace, an HPA, or a device that could not be asked. NVM
+// in no namespace does not: no host addresses it until a namespace is made over it, whose
+// blocks begin deallocated. Drives report it where an operator sized a namespace below
+// the drive for over-provisioning, or at the namespace granularity's remainder, and
+// refusing it would refuse every wipe of such a drive. The registry attests no wipe of a
+// disk with any capacity that holds data; the inventory warns of it before.
+func (h HiddenCapacity) HoldsData() bool { return h.Kind != HiddenNVMeUnallocated }
+
+// HiddenText says what a disk hides from its wipe, entry by entry.
+func HiddenText(hidden []HiddenCapacity) string {
+	parts := make([]string, len(hidden))
+	for i, h := range hidden {
+		switch {
+		case h.Kind == HiddenNVMeNamespace:
+			parts[i] = fmt.Sprintf("%s %d (%d bytes)", h.Kind, h.NSID, h.Bytes)
+		case h.Error != "":
+			parts[i] = fmt.Sprintf("%s (%s)", h.Kind, h.Error)
+		default:
+			parts[i] = fmt.Sprintf("%s (%d bytes)", h.Kind, h.Bytes)
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ReadBack is the check that a wiped disk reads what its method promises: the first and

@@ -97,6 +97,11 @@ type FirmwareErase struct {
 	// password the ramdisk does not know locks it. Either refuses a security erase.
 	ATAFrozen bool `json:"ataFrozen,omitempty"`
 	ATALocked bool `json:"ataLocked,omitempty"`
+	// Hidden is the capacity of the device that no wipe of its block device reaches,
+	// asked as disk.wipe asks it (a namespace allocated but not attached, NVM in no
+	// namespace, an ATA Host Protected Area, a device that could not be asked): a
+	// release's wipe of a disk with any that HoldsData is not attested.
+	Hidden []HiddenCapacity `json:"hidden,omitempty"`
 	// Error is why the device could not be asked.
 	Error string `json:"error,omitempty"`
 }

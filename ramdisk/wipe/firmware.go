@@ -7,8 +7,9 @@ import (
 )
 
 // Firmware asks d's firmware what it can erase with the commands the wipe asks it before
-// it erases (NVMe Identify Controller, ATA IDENTIFY DEVICE), erasing nothing: the
-// inventory reports it beside each disk. Nil for a disk that is neither NVMe nor SATA.
+// it erases (NVMe Identify Controller, ATA IDENTIFY DEVICE), and what capacity it hides
+// from a wipe as the wipe asks it (hiddenCapacity), erasing nothing: the inventory
+// reports it beside each disk. Nil for a disk that is neither NVMe nor SATA.
 func Firmware(d Disk) *proto.FirmwareErase {
 	if d.Transport != "nvme" && d.Transport != "sata" {
 		return nil
@@ -20,6 +21,7 @@ func Firmware(d Disk) *proto.FirmwareErase {
 		return out
 	}
 	defer f.Close()
+	out.Hidden = hiddenCapacity(d, f)
 	if d.Transport == "sata" {
 		s, err := ataDevice{f}.identify()
 		if err != nil {

@@ -21,6 +21,9 @@ type NodeView struct {
 	// (metal.Offers): every other is INVALID_STATE. A credential may still be refused
 	// one of them (FORBIDDEN).
 	Requests []string `json:"requests"`
+	// Warnings are what the node's inventory warns of (inventoryWarnings): a disk
+	// hiding capacity from a wipe.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // NodeWipe is a disk.wipe step of a node's workflow as the registry read its signed
@@ -72,6 +75,7 @@ func nodeView(tx *store.Tx, n store.Node) (NodeView, error) {
 			a.Host, seen = s.Data, true
 		}
 	}
+	v.Warnings = inventoryWarnings(inv)
 	if seen {
 		v.Agent = &a
 	}

@@ -251,35 +251,11 @@ func verdict(mode string, r proto.DiskWipeResult) (bool, string) {
 			return false, fmt.Sprintf("disk %s was not read back", d.Name)
 		case !d.ReadBack.Passed:
 			return false, fmt.Sprintf("disk %s failed its read-back: %s", d.Name, d.ReadBack.Failure)
-		case slices.ContainsFunc(d.Hidden, holdsData):
-			return false, fmt.Sprintf("disk %s has capacity the wipe could not reach: %s", d.Name, hiddenText(d.Hidden))
+		case slices.ContainsFunc(d.Hidden, proto.HiddenCapacity.HoldsData):
+			return false, fmt.Sprintf("disk %s has capacity the wipe could not reach: %s", d.Name, proto.HiddenText(d.Hidden))
 		}
 	}
 	return true, ""
-}
-
-// holdsData says whether h, capacity a disk's wipe did not reach, may hold an earlier
-// tenant's data: a detached namespace, an HPA, or a device that could not be asked. NVM
-// in no namespace does not: no host addresses it until a namespace is made over it, whose
-// blocks begin deallocated. Drives report it where an operator sized a namespace below
-// the drive for over-provisioning, or at the namespace granularity's remainder, and
-// refusing it would refuse every wipe of such a drive. It stays in the signed result.
-func holdsData(h proto.HiddenCapacity) bool { return h.Kind != proto.HiddenNVMeUnallocated }
-
-// hiddenText says what a disk hides from its wipe, entry by entry.
-func hiddenText(hidden []proto.HiddenCapacity) string {
-	parts := make([]string, len(hidden))
-	for i, h := range hidden {
-		switch {
-		case h.Kind == proto.HiddenNVMeNamespace:
-			parts[i] = fmt.Sprintf("%s %d (%d bytes)", h.Kind, h.NSID, h.Bytes)
-		case h.Error != "":
-			parts[i] = fmt.Sprintf("%s (%s)", h.Kind, h.Error)
-		default:
-			parts[i] = fmt.Sprintf("%s (%d bytes)", h.Kind, h.Bytes)
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 // Of is the signed result a stored node-signed result carries in its `attestation`

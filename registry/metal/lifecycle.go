@@ -52,11 +52,12 @@ var (
 		store.NodeRetiring:      {Cancel},
 		store.NodeRetired:       nil,
 		store.NodeRescue:        {Unrescue, Retire, Cancel},
-		store.NodeFailed:        {Retry, Release, Retire},
+		store.NodeFailed:        {Retry, Release, Retire, Rescue},
 	}
 	// transitions are what each workflow-starting request runs: the state the node is in
-	// while it runs, the state its success leaves the node in, and the shipped profile
-	// (its out-of-band variant on a pool with agent: none; "" is UNSUPPORTED there).
+	// while it runs, the state its success leaves the node in (but a rescue from failed,
+	// which leaves it failed: rescuedFromFailed), and the shipped profile (its
+	// out-of-band variant on a pool with agent: none; "" is UNSUPPORTED there).
 	transitions = map[Request]struct {
 		during, succeeded string
 		profile, oob      string
@@ -173,7 +174,10 @@ func Offers(tx *store.Tx, node store.Node) ([]Request, error) {
 //     retire again or its retry: no ramdisk or installed OS of it joins again, so a
 //     release could not wipe it, and out of band would make a retired machine ready;
 //   - a retry, what checkRetry and checkUsable refuse (the latter NOT_FOUND);
-//   - a deploy, or a retry of one, what checkWiped refuses.
+//   - a deploy, or a retry of one, what checkWiped refuses;
+//   - a rescue from failed on a pool with agent: none, whose machines boot no ramdisk:
+//     from active it fails the node UNSUPPORTED, as the specification says, but a failed
+//     node would only lose the failure it has, and with it what its retry runs.
 func barred(tx *store.Tx, node store.Node, req Request) error {
 	switch {
 	case !node.IdentityRevokedAt.IsZero() && req != Retire && req != Cancel && (req != Retry || node.Transition != string(Retire)):
@@ -190,6 +194,12 @@ func barred(tx *store.Tx, node store.Node, req Request) error {
 		return err
 	case req == Deploy:
 		return checkWiped(tx, node)
+	case req == Rescue && node.State == store.NodeFailed:
+		pool, err := tx.Pool(node.Tenant, node.Pool)
+		if err != nil || pool.Policy.Agent != store.AgentNone {
+			return err
+		}
+		return proto.Errorf(proto.InvalidState, "node %s cannot rescue: pool %s runs no agent (agent: none), so its machines boot no ramdisk; release or retire it", node.ID, pool.Name).WithReason(node.State)
 	}
 	return nil
 }
@@ -301,7 +311,9 @@ func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.P
 	}
 	node, err = updateNode(tx, node.ID, func(n *store.Node) error {
 		n.State, n.Workflow, n.Transition, n.Next = transitions[req].during, run.ID, string(req), string(next)
-		n.FailedFrom, n.Failure = "", nil
+		if !rescuedFromFailed(req, node) {
+			n.FailedFrom, n.Failure = "", nil
+		}
 		if reinstall {
 			n.NewIdentityEpoch(tx.Now())
 		}
@@ -313,6 +325,18 @@ func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.P
 		_, err = tx.DeleteUnusedJoinTokens(node.ID)
 	}
 	return run, node, err
+}
+
+// rescuedFromFailed says whether req, made of node (as it is when req is made, or as it
+// is when req's run ends), is a rescue from failed. Such a rescue boots the machine's
+// ramdisk for an operator to mend there what failed the node (a disk hiding capacity
+// from a wipe) and keeps the node's FailedFrom and Failure while it runs; its success
+// leaves the node failed again, its ramdisk running. The failure stands until what the
+// node failed in succeeds (a release: its wipe attested), so the node takes what failed
+// takes (retry, release, retire, rescue) and never unrescue, which would make active a
+// node whose installation a release took away or a deploy never finished.
+func rescuedFromFailed(req Request, node store.Node) bool {
+	return req == Rescue && (node.State == store.NodeFailed || node.State == store.NodeRescue && node.Failure != nil)
 }
 
 // retry runs again, from failed, the workflow the node failed in: the same request with
@@ -516,7 +540,11 @@ func (s *Service) ended(tx *store.Tx, run store.Run) error {
 		}
 		return releasedNodeSpec(tx, released)
 	}
-	_, err = updateNode(tx, node.ID, func(n *store.Node) error { n.State = tr.succeeded; return nil })
+	state := tr.succeeded
+	if rescuedFromFailed(req, node) {
+		state = store.NodeFailed
+	}
+	_, err = updateNode(tx, node.ID, func(n *store.Node) error { n.State = state; return nil })
 	return err
 }
 
@@ -574,7 +602,7 @@ func chainAfter(tx *store.Tx, node store.Node, req Request) Request {
 func wipeAdvice(w attest.Wipe) string {
 	for _, d := range w.Disks {
 		if len(d.Hidden) > 0 {
-			return "no wipe mode reaches capacity a disk hides: attach or delete the hidden NVMe namespace (nvme attach-ns, delete-ns) or restore the ATA native max (hdparm -N p) out of band, then release again, or retire the node"
+			return "no wipe mode reaches capacity a disk hides: " + hiddenAdvice + ", then release again, or retire the node"
 		}
 	}
 	return "release again with a stronger mode (`nodes release ID --wipe secure-erase`) or retire the node"

@@ -124,7 +124,7 @@ func TestLifecycleTable(t *testing.T) {
 		store.NodeRetiring:      {Cancel: store.NodeFailed},
 		store.NodeRetired:       {},
 		store.NodeRescue:        {Unrescue: store.NodeRescue, Retire: store.NodeRetiring},
-		store.NodeFailed:        {Retry: store.NodeInspecting, Release: store.NodeReleasing, Retire: store.NodeRetiring},
+		store.NodeFailed:        {Retry: store.NodeInspecting, Release: store.NodeReleasing, Retire: store.NodeRetiring, Rescue: store.NodeRescue},
 	}
 	if len(want) != len(States()) {
 		t.Fatalf("the test covers %d states of %d", len(want), len(States()))
@@ -683,13 +683,11 @@ func TestACancelledRescueLeavesNoRamdiskToken(t *testing.T) {
 	}
 }
 
-// TestAWipeOfHiddenCapacityAdvisesNoStrongerMode: a release whose wipe a disk hid
-// capacity from fails the node saying what frees it (the namespace attached or deleted,
-// the native max restored) and not to release in a stronger mode, which no mode reaches.
-// Before, its failure told the operator to release again with secure-erase, which fails
-// the same way.
-func TestAWipeOfHiddenCapacityAdvisesNoStrongerMode(t *testing.T) {
-	h := newHarness(t)
+// releasedPastAHiddenNamespace releases an active node whose wipe, every disk wiped,
+// is not attested for a detached NVMe namespace (as registry/attest stores it), and
+// returns the node, the release and the node as it failed UNVERIFIED_WIPE.
+func (h *harness) releasedPastAHiddenNamespace() (string, store.Run, store.Node) {
+	h.t.Helper()
 	node := h.inState(store.NodeActive)
 	h.machine.answers[proto.CommandDiskWipe] = func(json.RawMessage) (json.RawMessage, error) {
 		return json.RawMessage(`{"attested":false,"reason":"disk nvme0n1 has capacity the wipe could not reach: nvme-namespace-detached 2 (67108864 bytes)",` +
@@ -697,13 +695,73 @@ func TestAWipeOfHiddenCapacityAdvisesNoStrongerMode(t *testing.T) {
 	}
 	run, _, err := h.act(node, Release, Options{})
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
 	_, n := h.end(run.ID)
 	if n.State != store.NodeFailed || n.Failure == nil || n.Failure.Error.Code != proto.UnverifiedWipe {
-		t.Fatalf("node %s, failure %+v; want failed UNVERIFIED_WIPE", n.State, n.Failure)
+		h.t.Fatalf("node %s, failure %+v; want failed UNVERIFIED_WIPE", n.State, n.Failure)
 	}
+	return node, run, n
+}
+
+// TestAWipeOfHiddenCapacityAdvisesNoStrongerMode: a release whose wipe a disk hid
+// capacity from fails the node saying what frees it (the namespace attached or deleted,
+// the native max restored) and not to release in a stronger mode, which no mode reaches.
+// Before, its failure told the operator to release again with secure-erase, which fails
+// the same way.
+func TestAWipeOfHiddenCapacityAdvisesNoStrongerMode(t *testing.T) {
+	h := newHarness(t)
+	_, _, n := h.releasedPastAHiddenNamespace()
 	if msg := n.Failure.Error.Message; strings.Contains(msg, "stronger mode") || !strings.Contains(msg, "attach or delete the hidden NVMe namespace") {
 		t.Errorf("the failure says %q; want what frees the hidden capacity, not a stronger mode", msg)
+	}
+}
+
+// TestARescueFromFailedMendsWhatAReleaseCouldNotWipe: a node failed UNVERIFIED_WIPE
+// after a release whose wipe a detached NVMe namespace kept from being attested is
+// rescued from failed: the rescue boots its ramdisk through the workflow engine and
+// leaves the node failed, its failure kept, taking what failed takes (retry, release,
+// retire, rescue) and not unrescue, which would make active a node its release took the
+// installation of. Once the namespace is mended on that ramdisk, a release makes it
+// ready. Before, a failed node could not be rescued (INVALID_STATE): mending the disk
+// took work outside the product, or a retire.
+func TestARescueFromFailedMendsWhatAReleaseCouldNotWipe(t *testing.T) {
+	h := newHarness(t)
+	node, release, failed := h.releasedPastAHiddenNamespace()
+	if msg := failed.Failure.Error.Message; !strings.Contains(msg, "`nodes rescue ID`, from failed too") {
+		t.Errorf("the failure says %q; want the rescue that boots the node's ramdisk to mend it", msg)
+	}
+	rescue, during, err := h.act(node, Rescue, Options{})
+	if err != nil {
+		t.Fatalf("rescue of the failed node: %v", err)
+	}
+	if during.State != store.NodeRescue || during.FailedFrom != store.NodeReleasing || during.Failure == nil || during.Failure.RunID != release.ID {
+		t.Errorf("while the rescue runs the node is %s, failed from %q (%+v); want rescue, its failure kept", during.State, during.FailedFrom, during.Failure)
+	}
+	rescue, n := h.end(rescue.ID)
+	if rescue.State != store.RunSucceeded || rescue.Profile.ID != "metal-rescue" {
+		t.Fatalf("the rescue %s of %s", rescue.State, rescue.Profile.ID)
+	}
+	if n.State != store.NodeFailed || n.FailedFrom != store.NodeReleasing || n.Failure == nil || n.Failure.RunID != release.ID || n.Failure.Error.Code != proto.UnverifiedWipe {
+		t.Fatalf("after the rescue the node is %s from %q (%+v); want failed from releasing, the release's failure kept", n.State, n.FailedFrom, n.Failure)
+	}
+	var offers []Request
+	if err := h.store.View(func(tx *store.Tx) (err error) { offers, err = Offers(tx, n); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]Request{Retry, Release, Retire, Rescue}, offers); diff != "" {
+		t.Errorf("the rescued failed node offers (-want +got):\n%s", diff)
+	}
+	if _, _, err := h.act(node, Unrescue, Options{}); proto.CodeOf(err) != proto.InvalidState || proto.AsError(err).Details.Reason != store.NodeFailed {
+		t.Errorf("unrescue of the rescued failed node: %v, want INVALID_STATE, reason failed", err)
+	}
+	// The namespace attached on the ramdisk: the next release's wipe is attested.
+	delete(h.machine.answers, proto.CommandDiskWipe)
+	again, _, err := h.act(node, Release, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run, n := h.end(again.ID); run.State != store.RunSucceeded || n.State != store.NodeReady || n.Failure != nil || n.FailedFrom != "" {
+		t.Errorf("the release after the rescue: %s, node %s from %q (%+v); want ready", run.State, n.State, n.FailedFrom, n.Failure)
 	}
 }

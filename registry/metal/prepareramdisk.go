@@ -115,7 +115,8 @@ func (s *Service) ramdiskExtras(ctx context.Context, node store.Node, pool store
 }
 
 // refreshInventory is inventory.refresh: it relays the enrolled identity to the agent
-// the step runs on, which checks it against the machine it runs on. On a ramdisk whose
+// the step runs on, which checks it against the machine it runs on. On a ramdisk it warns
+// of each disk that hides capacity from a wipe (warnHidden). On a ramdisk whose
 // node has no TPM enrolled, where the pool's measured-boot policy is not off, it then
 // enrolls the TPM (enrollTPM): first contact, at inspection.
 func (s *Service) refreshInventory(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
@@ -126,6 +127,9 @@ func (s *Service) refreshInventory(ctx context.Context, a *workflow.Attempt) (js
 	out, err := a.Relay(ctx, a.Step.On, "", proto.CommandInventoryRefresh, input)
 	if err != nil || a.Step.On != profile.Ramdisk {
 		return out, err
+	}
+	if err := s.warnHidden(a, out); err != nil {
+		return nil, err
 	}
 	policy, _, enrolled, err := s.measuredBootState(a.Node)
 	if err != nil || enrolled || bootMode(policy) == proto.MeasuredBootOff {

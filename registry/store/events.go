@@ -33,6 +33,10 @@ const (
 	// Detail what that may mean and what to do; Workflow and Error the run it failed, when
 	// the registry contained it while one ran.
 	EventTokenReused = "token.reused"
+	// EventHiddenCapacity is a disk whose device hides capacity that may hold data from
+	// a wipe, as inventory.refresh found it on the node's ramdisk: Step and Use the
+	// step, Detail the disk, what it hides and what frees it.
+	EventHiddenCapacity = "disk.hidden"
 )
 
 // Event retention: a node keeps its last EventsPerNode events, and none older than
