@@ -16,8 +16,8 @@ var profileCommands = []command{{
 	path:    "profiles create",
 	usage:   "FILE [--tenant T] [--public]",
 	summary: "store a new profile version from a JSON document (private unless --public)",
-	long: "store a new profile version (private by default); an existing version, or a shipped id, is " +
-		"`CONFLICT`; one past the tenant's bound of profile versions, deleted ones included (serve " +
+	long: "store a new profile version (private by default); an existing or deleted version, or a shipped id, is " +
+		"`CONFLICT`; one past the tenant's bound of profile versions, deleted ones a workflow ran included (serve " +
 		"`--tenant-profile-versions`), `INVALID_STATE` reason `quota` (docs/security.md#what-a-tenant-may-hold-in-the-store)",
 	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {

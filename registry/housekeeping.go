@@ -16,7 +16,8 @@ import (
 const housekeepingInterval = 24 * time.Hour
 
 // startHousekeeping prunes the join tokens, the events, the finished workflow runs, the
-// revoked or expired credentials and the expired replica leases past their retention,
+// revoked or expired credentials, the expired replica leases and the agent return plans
+// of replicas gone past their retention,
 // and forgets the relayed commands, pending or answered, older
 // than agents.CommandTTL, now and again every housekeepingInterval on clk until ctx
 // ends; stop ends it and waits.
@@ -45,6 +46,8 @@ func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, lo
 		logged("prune credentials", "revoked or expired credentials pruned", n, err, "endedMoreThan", store.CredentialRetention.String())
 		n, err = st.PruneOnward((*store.Tx).PruneReplicaLeases)
 		logged("prune replica leases", "leases of replicas gone pruned", n, err, "expiredMoreThan", store.LeaseRetention.String())
+		n, err = st.PruneOnward((*store.Tx).PruneAgentReturns)
+		logged("prune agent return plans", "agent return plans of replicas gone pruned", n, err, "streamEndedMoreThan", store.AgentReturnRetention.String())
 		n, err = st.Prune(func(tx *store.Tx) (int, error) { return tx.ExpireAgentCommands(clk.Now().Add(-agents.CommandTTL)) })
 		logged("expire agent commands", "agent commands forgotten", n, err, "olderThan", agents.CommandTTL.String())
 	}

@@ -237,11 +237,12 @@ func TestHousekeepingPrunesFinishedRuns(t *testing.T) {
 	}
 }
 
-// TestHousekeepingPrunesCredentialsAndLeases: a credential revoked and the lease of a
-// replica id that never started again are gone one housekeeping pass after their
-// retention (store.CredentialRetention, store.LeaseRetention), on the registry's clock,
-// while the usable credential and the lease of this running registry, renewed, stay.
-// Before, both were kept for ever.
+// TestHousekeepingPrunesCredentialsAndLeases: a credential revoked and the lease and
+// return plan of a replica id that never started again are gone one housekeeping pass
+// after their retention (store.CredentialRetention, store.LeaseRetention,
+// store.AgentReturnRetention), on the registry's clock, while the usable credential and
+// the lease and plan of this running registry, renewed, stay. Before, all were kept for
+// ever.
 func TestHousekeepingPrunesCredentialsAndLeases(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	st := storetest.Open(t, store.Options{Now: clk.Now})
@@ -260,10 +261,15 @@ func TestHousekeepingPrunesCredentialsAndLeases(t *testing.T) {
 		if usable, _, err = tx.CreateCredential("acme", []string{"compute:profiles:read"}, time.Time{}); err != nil {
 			return err
 		}
-		if err := tx.TakeLease(gone, leaseTTL); err != nil {
-			return err
+		for _, h := range []store.Holder{gone, running} {
+			if err := tx.TakeLease(h, leaseTTL); err != nil {
+				return err
+			}
+			if err := tx.PutAgentReturn(h.Replica, store.AgentReturn{Rate: 900, Admission: 128, Told: 3, StoppedAt: clk.Now()}); err != nil {
+				return err
+			}
 		}
-		return tx.TakeLease(running, leaseTTL)
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -290,8 +296,14 @@ func TestHousekeepingPrunesCredentialsAndLeases(t *testing.T) {
 		if ran, err := tx.RanUntil(gone); err != nil || !ran.IsZero() {
 			t.Errorf("the lease of a replica gone: its run ran until %s (%v), want the lease pruned", ran, err)
 		}
+		if _, ok, err := tx.AgentReturn(gone.Replica); err != nil || ok {
+			t.Errorf("the return plan of a replica gone: kept %t (%v), want it pruned", ok, err)
+		}
 		if _, err := tx.Credential(usable.ID); err != nil {
 			t.Errorf("the usable credential: %v, want it kept", err)
+		}
+		if _, ok, err := tx.AgentReturn(running.Replica); err != nil || !ok {
+			t.Errorf("the return plan of the running registry: kept %t (%v), want it kept", ok, err)
 		}
 		return nil
 	})

@@ -110,8 +110,8 @@ type Config struct {
 	// one (a *proto.Error). It runs on the agent's session and must return quickly.
 	// Without it every request is UNSUPPORTED.
 	Renew func(node string, role proto.Role, epoch int64, publicKey []byte) ([]byte, error)
-	// Now is the clock that dates a session's end for OnSessionEnd and spaces the
-	// progress reports told; time.Now when nil.
+	// Now is the clock that dates a session's opening for OnSession and its end for
+	// OnSessionEnd, and spaces the progress reports told; time.Now when nil.
 	Now func() time.Time
 	// AckTimeout is how long a pushed NodeSpec holds its place in the push window
 	// without an acknowledgement (DefaultAckTimeout when zero). An agent's

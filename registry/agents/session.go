@@ -28,7 +28,8 @@ type session struct {
 	tenant string
 	conn   *quic.Conn
 	stream *quic.Stream
-	// opened is when the agent's hello was read.
+	// opened is when the agent's hello was read, on the endpoint's clock (Config.Now), as
+	// its end is: the store records both, and every other time, by the registry's clock.
 	opened time.Time
 	// readsShutdown is set when the agent's hello said it reads a shutdown message
 	// (proto.Hello.ReadsShutdown): a stopping endpoint tells it on the session stream
@@ -176,7 +177,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		conn.CloseWithError(codeShutdown, "registry failed to read the node")
 		return
 	}
-	s := &session{identity: id, epoch: epoch, tenant: tenant, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: time.Now(),
+	s := &session{identity: id, epoch: epoch, tenant: tenant, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: e.cfg.Now(),
 		readsShutdown: m.Hello.ReadsShutdown, reports: reports{pace: e.paceOf(id)}}
 	if !e.register(s) {
 		return

@@ -1,6 +1,9 @@
 package store
 
-import "time"
+import (
+	"bytes"
+	"time"
+)
 
 const bucketAgentReturn = "agent-return"
 
@@ -55,4 +58,27 @@ func agentReturnKey(replica string) []byte {
 		return []byte("plan")
 	}
 	return []byte(replica)
+}
+
+// AgentReturnRetention is how long the return plan of a replica id that holds no lease
+// is kept once the stream its last stop asked for ended (MaxReturnDelay after the stop
+// at most): a replica id never started again (its data directory made anew) leaves its
+// plan behind, as it leaves its lease (LeaseRetention). PruneAgentReturns deletes it then.
+const AgentReturnRetention = 24 * time.Hour
+
+// PruneAgentReturns deletes the return plans of the replica ids after after (all when
+// nil) whose replica holds no lease (it stopped and released it, or PruneReplicaLeases
+// deleted it a day after its expiry) and whose last stop was more than MaxReturnDelay
+// and AgentReturnRetention before the transaction's time, at most MaxPruned of them, and
+// returns how many and where the next transaction goes on from (nil once it read the
+// last; Store.PruneOnward). The plan of a registry alone on its store stays: it starts
+// again on that store, or on none. A running replica holds its lease, and keeps its plan
+// however long ago it last stopped; one started after its plan was pruned plans its
+// return from the defaults, as its first start did.
+func (t *Tx) PruneAgentReturns(after []byte) (int, []byte, error) {
+	cutoff := t.now.Add(-MaxReturnDelay - AgentReturnRetention)
+	alone := agentReturnKey("")
+	return pruneBucket(t, bucketAgentReturn, after, func(replica []byte, r AgentReturn) bool {
+		return !bytes.Equal(replica, alone) && r.StoppedAt.Before(cutoff) && t.getRaw(bucketReplicaLeases, replica) == nil
+	}, func(replica []byte, _ AgentReturn) error { return t.del(bucketAgentReturn, replica) })
 }

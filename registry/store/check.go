@@ -35,7 +35,6 @@ var indexes = []index{
 	{bucketRunningRuns, bucketRuns, func(k, _ []byte) []byte { return k }},
 	{bucketRunsByEnd, bucketRuns, func(k, _ []byte) []byte { return endedRun(k) }},
 	{bucketUsedProfiles, bucketProfiles, func(k, _ []byte) []byte { return k }},
-	{bucketDeletedProfiles, bucketProfiles, func(k, _ []byte) []byte { return k }},
 }
 
 // Check verifies the store as a whole: the backend's own consistency (bbolt: the file's

@@ -93,6 +93,10 @@ func TestCheckProfiles(t *testing.T) {
 			if _, err := tx.SetProfileVisibility("acme", "shown", 2, 0, Private); err != nil {
 				return err
 			}
+			// Used by a workflow, so that its record stays deleted.
+			if err := tx.MarkProfileUsed("acme", "hidden", 1); err != nil {
+				return err
+			}
 			_, err := tx.DeleteProfile("acme", "hidden", 1)
 			return err
 		})

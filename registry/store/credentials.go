@@ -161,7 +161,7 @@ const CredentialRetention = 90 * 24 * time.Hour
 // credential, or one revoked or expired within its retention, stays.
 func (t *Tx) PruneCredentials(after []byte) (int, []byte, error) {
 	cutoff := t.now.Add(-CredentialRetention)
-	return pruneBucket(t, bucketCredentials, after, func(c Credential) bool {
+	return pruneBucket(t, bucketCredentials, after, func(_ []byte, c Credential) bool {
 		revoked := !c.RevokedAt.IsZero() && c.RevokedAt.Before(cutoff)
 		return revoked || !c.ExpiresAt.IsZero() && c.ExpiresAt.Before(cutoff)
 	}, func(k []byte, c Credential) error {

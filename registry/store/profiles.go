@@ -33,7 +33,8 @@ type ProfileRecord struct {
 	Used bool `json:"used"`
 	// Deleted hides the version from lookups and lists; workflows that run it keep it.
 	// DeleteProfile keeps it as an entry of its own (profiles_deleted), as Used; a record
-	// deleted before holds it itself.
+	// deleted before holds it itself. Only a used version is kept so: an unused one's
+	// record goes with its delete, its entry in profiles_deleted staying alone.
 	Deleted   bool      `json:"deleted,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
@@ -52,7 +53,9 @@ const (
 	// bucketDeletedProfiles marks the versions profiles delete hid, in the same way: the
 	// version's key -> when it was deleted. A delete of every version of a profile writes
 	// a mark for each, in one transaction, rather than each version's whole record: two
-	// versions of 1 MiB were more than etcd takes in one request.
+	// versions of 1 MiB were more than etcd takes in one request. The mark of a version
+	// no workflow used stands alone, its record deleted: it keeps the number from being
+	// given again.
 	bucketDeletedProfiles = "profiles_deleted"
 )
 
@@ -76,14 +79,18 @@ func parsePublicKey(k []byte) (id string, version int, tenant string, ok bool) {
 	return string(k[:i]), int(binary.BigEndian.Uint64(k[i+1 : i+9])), string(k[i+10:]), true
 }
 
-// CreateProfile stores a new version. An existing version of the tenant's profile,
-// deleted or not, is CONFLICT: version numbers are never reused. A version past the
-// tenant's bound (TenantBounds.ProfileVersions, deleted versions counted: their records
-// stay) is INVALID_STATE, reason quota, at version.
+// CreateProfile stores a new version. An existing version of the tenant's profile, and
+// one deleted (its record kept or not), is CONFLICT: version numbers are never reused. A
+// version past the tenant's bound (TenantBounds.ProfileVersions, the versions whose
+// records are stored: deleted ones a workflow used counted) is INVALID_STATE, reason
+// quota, at version.
 func (t *Tx) CreateProfile(rec ProfileRecord) (ProfileRecord, error) {
 	key := profileKey(rec.Tenant, rec.ID, rec.Version)
 	if t.getRaw(bucketProfiles, key) != nil {
 		return rec, proto.Errorf(proto.Conflict, "profile %s@%d exists already in tenant %s: bump the version to store a changed document", rec.ID, rec.Version, rec.Tenant).WithPath("version")
+	}
+	if t.getRaw(bucketDeletedProfiles, key) != nil {
+		return rec, proto.Errorf(proto.Conflict, "profile %s@%d of tenant %s was deleted, and a version's number is never given again: bump the version", rec.ID, rec.Version, rec.Tenant).WithPath("version")
 	}
 	if rec.Visibility == "" {
 		rec.Visibility = Private
@@ -213,9 +220,13 @@ const MaxHidden = 1000
 // at most MaxHidden of them: a caller told MaxHidden calls again, in a new transaction,
 // for the rest) from lookups, lists and new workflows, in tx. It returns the versions it
 // hid. It writes each version's entry in profiles_deleted (and drops a public one from
-// profiles_public), not its record: the record, its rev and its updatedAt, stay as they
-// are. Before, every version went in one transaction, two writes each: etcd refused the
-// delete of a profile of more than 2,046 versions.
+// profiles_public). A used version's record, its rev and its updatedAt, stay as they
+// are, for the workflows that ran it; an unused one's, which no run or node names (a run
+// marks its version used as it is created), is deleted and frees its place under the
+// tenant's bound: before, every deleted version was kept and counted, and a tenant that
+// defined and deleted versions reached its bound for good. Before, too, every version
+// went in one transaction, two writes each: etcd refused the delete of a profile of
+// more than 2,046 versions.
 func (t *Tx) DeleteProfile(tenant, id string, version int) ([]int, error) {
 	var versions []int
 	if version > 0 {
@@ -245,6 +256,14 @@ func (t *Tx) DeleteProfile(tenant, id string, version int) ([]int, error) {
 		}
 		if rec.Visibility == Public {
 			if err := t.del(bucketPublicProfiles, publicKey(id, v, tenant)); err != nil {
+				return nil, err
+			}
+		}
+		if !rec.Used {
+			if err := t.del(bucketProfiles, key); err != nil {
+				return nil, err
+			}
+			if err := t.release(countProfileVersions, tenant); err != nil {
 				return nil, err
 			}
 		}

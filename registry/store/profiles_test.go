@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -202,10 +203,13 @@ func TestDeleteEveryVersionOfLargeProfiles(t *testing.T) {
 			head := fmt.Sprintf(`{"id":"gpu","version":%d,"pad":"`, v)
 			return json.RawMessage(head + strings.Repeat("<&>", (proto.MaxProfileDocument-len(head)-2)/3) + `"}`)
 		}
+		// Both used by a workflow, so that their records stay.
 		for v, vis := range map[int]string{1: Public, 2: Private} {
 			mustUpdate(t, s, func(tx *Tx) error {
-				_, err := tx.CreateProfile(ProfileRecord{Tenant: "acme", ID: "gpu", Version: v, Visibility: vis, Document: doc(v)})
-				return err
+				if _, err := tx.CreateProfile(ProfileRecord{Tenant: "acme", ID: "gpu", Version: v, Visibility: vis, Document: doc(v)}); err != nil {
+					return err
+				}
+				return tx.MarkProfileUsed("acme", "gpu", v)
 			})
 		}
 		// A version hidden as a registry of an earlier version hid it: in its record,
@@ -255,5 +259,86 @@ func TestDeleteEveryVersionOfLargeProfiles(t *testing.T) {
 		if proto.CodeOf(err) != proto.Conflict {
 			t.Errorf("reusing a deleted version: %v, want CONFLICT", err)
 		}
+	})
+}
+
+// TestADeletedVersionFreesItsPlaceNotItsNumber: a tenant at its bound of profile
+// versions that deletes one no workflow used defines another (before, the deleted
+// version's record stayed, counted, and the tenant was refused quota for good); the
+// deleted number is never given again (CONFLICT at version), whichever way it was
+// deleted, and the next versions go on above it. A deleted version a workflow used keeps
+// its record, for its runs, and its place. Check finds the store whole.
+func TestADeletedVersionFreesItsPlaceNotItsNumber(t *testing.T) {
+	const bound = 3
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := mustOpen(t, open, Options{Bounds: TenantBounds{ProfileVersions: bound}})
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.CreateTenant("acme"); return err })
+		create := func(v int) error {
+			return s.Update(func(tx *Tx) error {
+				_, err := tx.CreateProfile(ProfileRecord{Tenant: "acme", ID: "gpu", Version: v, Visibility: Public, Document: profileDoc("gpu", v)})
+				return err
+			})
+		}
+		del := func(v int) {
+			t.Helper()
+			mustUpdate(t, s, func(tx *Tx) error { _, err := tx.DeleteProfile("acme", "gpu", v); return err })
+		}
+		quota := func(v int) {
+			t.Helper()
+			if pe, _ := errors.AsType[*proto.Error](create(v)); pe == nil || pe.Details.Reason != proto.ReasonQuota || pe.Details.Path != "version" {
+				t.Fatalf("version %d past the bound: %v, want INVALID_STATE quota at version", v, pe)
+			}
+		}
+		for v := 1; v <= bound; v++ {
+			if err := create(v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		quota(bound + 1)
+		del(2)
+		if err := create(bound + 1); err != nil {
+			t.Fatalf("a version after one unused was deleted at the bound: %v", err)
+		}
+		for _, v := range []int{2, bound + 1} {
+			err := create(v)
+			if pe, _ := errors.AsType[*proto.Error](err); proto.CodeOf(err) != proto.Conflict || pe.Details.Path != "version" {
+				t.Errorf("version %d again: %v, want CONFLICT at version", v, err)
+			}
+		}
+		// A version a workflow used, deleted, stays for its runs, and holds its place.
+		mustUpdate(t, s, func(tx *Tx) error { return tx.MarkProfileUsed("acme", "gpu", 1) })
+		del(1)
+		quota(bound + 2)
+		del(0) // versions 3 and 4, unused
+		if n := tenantCount(t, s, countProfileVersions, "acme"); n != 1 {
+			t.Errorf("acme's count after every version was deleted: %d, want 1 (the used one)", n)
+		}
+		s.View(func(tx *Tx) error {
+			rec, ok, err := tx.Profile("acme", "gpu", 1)
+			if err != nil || !ok || !rec.Deleted || !bytes.Equal(rec.Document, profileDoc("gpu", 1)) {
+				t.Errorf("the deleted used version: stored %t, deleted %t, %v; want its record kept", ok, rec.Deleted, err)
+			}
+			for _, v := range []int{2, 3, 4} {
+				if _, ok, _ := tx.Profile("acme", "gpu", v); ok {
+					t.Errorf("the deleted unused version %d is still stored", v)
+				}
+			}
+			if list, _, err := tx.ListProfiles("acme", nil, Page{}); err != nil || len(list) != 0 {
+				t.Errorf("the list after the deletes: %d versions, %v", len(list), err)
+			}
+			if _, err := tx.DeleteProfile("acme", "gpu", 3); proto.CodeOf(err) != proto.NotFound {
+				t.Errorf("deleting version 3 again: %v, want NOT_FOUND", err)
+			}
+			return nil
+		})
+		for _, v := range []int{1, 2, 3, 4} {
+			if err := create(v); proto.CodeOf(err) != proto.Conflict {
+				t.Errorf("deleted version %d again: %v, want CONFLICT", v, err)
+			}
+		}
+		if err := create(5); err != nil {
+			t.Errorf("the next version: %v", err)
+		}
+		mustCheck(t, s, "deleting versions")
 	})
 }

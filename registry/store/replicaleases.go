@@ -88,7 +88,7 @@ const LeaseRetention = 24 * time.Hour
 // them, a day or more gone.
 func (t *Tx) PruneReplicaLeases(after []byte) (int, []byte, error) {
 	cutoff := t.now.Add(-LeaseRetention)
-	return pruneBucket(t, bucketReplicaLeases, after, func(l ReplicaLease) bool { return l.Expires.Before(cutoff) },
+	return pruneBucket(t, bucketReplicaLeases, after, func(_ []byte, l ReplicaLease) bool { return l.Expires.Before(cutoff) },
 		func(k []byte, _ ReplicaLease) error { return t.del(bucketReplicaLeases, k) })
 }
 

@@ -54,8 +54,11 @@ var countedCases = []countedCase{
 			_, ok, _ := tx.Profile(tenant, "p", i+1)
 			return ok
 		},
-		// A deleted version stays stored, and counted: it frees no place.
-		nil},
+		// A deleted version no workflow used goes, and frees its place.
+		func(tx *Tx, tenant string, i int) error {
+			_, err := tx.DeleteProfile(tenant, "p", i+1)
+			return err
+		}},
 	// A revoked credential stays stored, and counted, until it is pruned
 	// (TestAPrunedCredentialFreesItsPlace); the ids are random, so the tenant's object i
 	// is stored when it holds more than i.
@@ -127,8 +130,8 @@ func tenantCount(t *testing.T, s *Store, k *countedKind, tenant string) int {
 // more, INVALID_STATE with reason quota at the field, naming the bound's flag, and
 // nothing of it is stored; a replaced secret is no more and passes; another tenant
 // (acme) is still served, and the root tenant is never refused, nor the platform
-// enrolling a machine for mallory, which counts it; deleting a secret frees a place, and
-// a deleted profile version does not (its record stays). Check finds each count right.
+// enrolling a machine for mallory, which counts it; deleting a secret or a profile version no
+// workflow used frees a place. Check finds each count right.
 // Before, no kind had a bound: one tenant's credential filled the store every tenant
 // shares (credentials, pools and nodes until this release).
 func TestATenantPastItsBoundIsRefused(t *testing.T) {
@@ -208,12 +211,13 @@ func TestATenantPastItsBoundIsRefused(t *testing.T) {
 		if err := s.Update(func(tx *Tx) error { return countedCases[5].create(tx, "mallory", 101) }); proto.CodeOf(err) != proto.InvalidState {
 			t.Errorf("mallory's own node past its bound after the platform's: %v, want INVALID_STATE", err)
 		}
-		// Deleting every version of mallory's profile hides them: their records stay, so
-		// the bound still refuses.
+		// Deleting every version of mallory's profile, none of them used, frees every place.
 		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.DeleteProfile("mallory", "p", 0); return err })
-		err := s.Update(func(tx *Tx) error { return countedCases[2].create(tx, "mallory", 9) })
-		if pe, _ := errors.AsType[*proto.Error](err); pe == nil || pe.Details.Reason != proto.ReasonQuota {
-			t.Fatalf("a profile version after mallory deleted every one: %v, want refused (the deleted ones are stored)", err)
+		if n := tenantCount(t, s, countProfileVersions, "mallory"); n != 0 {
+			t.Errorf("mallory's count of profile versions after it deleted every one: %d, want 0", n)
+		}
+		if err := s.Update(func(tx *Tx) error { return countedCases[2].create(tx, "mallory", 9) }); err != nil {
+			t.Fatalf("a profile version after mallory deleted every one: %v", err)
 		}
 		mustCheck(t, s, "deleting the profile")
 	})

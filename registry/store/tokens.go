@@ -314,15 +314,15 @@ func (s *Store) PruneOnward(prune func(tx *Tx, after []byte) (n int, next []byte
 // many, and the last id it read when tokens remain after it (nil at the bucket's end):
 // Store.PruneOnward calls it again from there.
 func (t *Tx) PruneJoinTokens(cutoff time.Time, after []byte) (int, []byte, error) {
-	return pruneBucket(t, bucketJoinTokens, after, func(tok JoinToken) bool { return tok.ExpiresAt.Before(cutoff) },
+	return pruneBucket(t, bucketJoinTokens, after, func(_ []byte, tok JoinToken) bool { return tok.ExpiresAt.Before(cutoff) },
 		func(_ []byte, tok JoinToken) error { return t.deleteJoinToken(tok) })
 }
 
 // pruneBucket deletes, with del, the records of bucket after the key after (all when
-// nil) that doomed says so of, at most MaxPruned of them, reading each record once, and
+// nil) that doomed says so of (given each key and record), at most MaxPruned of them, reading each record once, and
 // returns how many, and the last key it read when records remain after it (nil at the
 // bucket's end), for Store.PruneOnward.
-func pruneBucket[T any](t *Tx, bucket string, after []byte, doomed func(T) bool, del func(key []byte, rec T) error) (int, []byte, error) {
+func pruneBucket[T any](t *Tx, bucket string, after []byte, doomed func(key []byte, rec T) bool, del func(key []byte, rec T) error) (int, []byte, error) {
 	type found struct {
 		key []byte
 		rec T
@@ -333,7 +333,7 @@ func pruneBucket[T any](t *Tx, bucket string, after []byte, doomed func(T) bool,
 		if err := decode(bucket, k, v, &rec); err != nil {
 			return err
 		}
-		if doomed(rec) {
+		if doomed(k, rec) {
 			fs = append(fs, found{bytes.Clone(k), rec})
 		}
 		return nil
