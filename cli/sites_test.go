@@ -148,12 +148,13 @@ func TestSitesKnownMACs(t *testing.T) {
 	testkit.JSON(t, admin, nil, "tenants", "create", "beta")
 	reg.Stop()
 
-	// Enrolled while the registry is down, as many as one store write takes.
-	st, err := store.Open(reg.DataDir, store.Options{})
+	// Enrolled while the registry is down, as many as one store write takes, past the
+	// nodes a tenant holds by default (a registry whose operator raised the bound).
+	const flood = proto.MaxKnownMACs + 2
+	st, err := store.Open(reg.DataDir, store.Options{Bounds: store.TenantBounds{Nodes: flood}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	const flood = proto.MaxKnownMACs + 2
 	mac := func(n int) string { return fmt.Sprintf("52:54:01:%02x:%02x:%02x", n>>16&0xff, n>>8&0xff, n&0xff) }
 	var last []store.Node // beta's two enrolled last
 	err = st.Update(func(tx *store.Tx) error {
