@@ -10,7 +10,9 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/pki"
+	"github.com/better-compute/better-compute/registry/secret"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -221,8 +223,9 @@ func clearTicketKey(t *testing.T, dir string) (key [32]byte) {
 
 // TestALostSecretsKeyIsRefused: a registry without a KEK whose DATA_DIR/pki/secrets.key
 // is lost, or replaced by another key, while its store holds secrets sealed with the
-// key, refuses to start at --data-dir naming the file and what to do, and makes no key;
-// the key put back, it starts and opens them.
+// key, refuses to start at --data-dir naming the file and what to do, and makes no key,
+// nor seals one into the store when started with a KEK; the key put back, it starts
+// without a KEK (nothing was sealed) and opens them.
 func TestALostSecretsKeyIsRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	a := newTestRegistry(t, Config{DataDir: dir})
@@ -253,6 +256,12 @@ func TestALostSecretsKeyIsRefused(t *testing.T) {
 			got, _ := os.ReadFile(keyFile)
 			if name == "lost" && got != nil {
 				t.Errorf("the refused start made a secrets key")
+			}
+			// Moving the data directory's keys into the store checks the key before it
+			// seals it: sealed, it would be the store's for good.
+			_, err = New(Config{DataDir: dir, Listen: "127.0.0.1:0", AgentListen: "127.0.0.1:0", KEKFile: filepath.Join(t.TempDir(), "kek")})
+			if pe, _ := err.(*proto.Error); pe == nil || pe.Code != proto.InvalidConfig || pe.Details.Path != "--data-dir" || !strings.Contains(pe.Message, keyFile) {
+				t.Errorf("New with a KEK, sealing the data directory's keys: %v, want INVALID_CONFIG at --data-dir naming %s", err, keyFile)
 			}
 		})
 	}
@@ -328,5 +337,31 @@ func TestASecretsKeyTheStoreDoesNotRecord(t *testing.T) {
 	d := newTestRegistry(t, Config{DataDir: dir})
 	if got, err := getSecret(d); err != nil || string(got) != "sealed-before-the-record" || recordedSecretsKey(t, d) != d.keys.box.ID() {
 		t.Errorf("the key that opens the store's secrets: %q, %v, recorded %q", got, err, recordedSecretsKey(t, d))
+	}
+}
+
+// TestReplicasOnEtcdShareOneSecretsKey: replicas on etcd, each with a data directory of
+// its own and a copy of the KEK file, have the one secrets key sealed in the store, and
+// the store records its ID once: a replica whose data directory holds a secrets key of
+// its own (one it ran with on bbolt) uses the store's, and opens the secret the first
+// replica put.
+func TestReplicasOnEtcdShareOneSecretsKey(t *testing.T) {
+	sc := StoreConfig{Backend: "etcd", EtcdEndpoints: etcdtest.Shared(t).Endpoints, EtcdPrefix: etcdtest.Prefix(t)}
+	kek := filepath.Join(t.TempDir(), "kek")
+	a := newTestRegistry(t, Config{Store: sc, KEKFile: kek})
+	putSecret(t, a, "one-key")
+	dirB := filepath.Join(t.TempDir(), "b")
+	if err := secret.WriteKey(filepath.Join(dirB, pki.Dir), secret.NewKey()); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dirB, 0o700)
+	kekB := filepath.Join(t.TempDir(), "kek")
+	copyFile(t, kek, kekB)
+	b := newTestRegistry(t, Config{Store: sc, DataDir: dirB, KEKFile: kekB})
+	if b.keys.box.ID() != a.keys.box.ID() || recordedSecretsKey(t, b) != a.keys.box.ID() {
+		t.Errorf("replica b has key %s, the store records %q, want replica a's %s", b.keys.box.ID(), recordedSecretsKey(t, b), a.keys.box.ID())
+	}
+	if got, err := getSecret(b); err != nil || string(got) != "one-key" {
+		t.Errorf("replica b opens replica a's secret as %q, %v", got, err)
 	}
 }
