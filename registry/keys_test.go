@@ -292,11 +292,11 @@ func forgetSecretsKey(t *testing.T, dir string) {
 // recordedSecretsKey is the ID of the key r's store records for its secrets.
 func recordedSecretsKey(t *testing.T, r *Registry) string {
 	t.Helper()
-	var rec store.SecretsKey
-	if err := r.st.View(func(tx *store.Tx) (err error) { rec, _, err = tx.SecretsKey(); return err }); err != nil {
+	var id string
+	if err := r.st.View(func(tx *store.Tx) (err error) { id, _, err = tx.SecretsKeyID(); return err }); err != nil {
 		t.Fatal(err)
 	}
-	return rec.ID
+	return id
 }
 
 // TestASecretsKeyTheStoreDoesNotRecord: a start stopped between writing a new secrets

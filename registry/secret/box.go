@@ -27,7 +27,7 @@ const keySize = seal.KeySize
 // the keys derived from it.
 type Box struct {
 	key *seal.Key
-	// id names the key (KeyID).
+	// id names the key (ID).
 	id string
 	// cacheCap signs the capabilities of site cache URLs (CacheCapabilityKey).
 	cacheCap ed25519.PrivateKey

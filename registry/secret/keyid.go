@@ -19,8 +19,8 @@ func (b *Box) ID() string { return b.id }
 // a first start stopped before it recorded one) and one of its secrets does not open with
 // b. A store without secrets takes any key.
 func (b *Box) Check(tx *store.Tx) error {
-	rec, recorded, err := tx.SecretsKey()
-	if err != nil || recorded && rec.ID == b.id {
+	id, recorded, err := tx.SecretsKeyID()
+	if err != nil || recorded && id == b.id {
 		return err
 	}
 	s, held, err := tx.AnySecret()
@@ -28,7 +28,7 @@ func (b *Box) Check(tx *store.Tx) error {
 		return err
 	}
 	if recorded {
-		return fmt.Errorf("%w: the store records key %s, and this one is %s", ErrOtherKey, rec.ID, b.id)
+		return fmt.Errorf("%w: the store records key %s, and this one is %s", ErrOtherKey, id, b.id)
 	}
 	if _, err := b.open(s); err != nil {
 		return fmt.Errorf("%w: its secret %s does not open with key %s", ErrOtherKey, s.Ref, b.id)
@@ -43,9 +43,9 @@ func (b *Box) Bind(tx *store.Tx, force bool) (replaced string, err error) {
 	if err := b.Check(tx); err != nil && !force {
 		return "", err
 	}
-	rec, recorded, err := tx.SecretsKey()
-	if err != nil || recorded && rec.ID == b.id {
+	id, recorded, err := tx.SecretsKeyID()
+	if err != nil || recorded && id == b.id {
 		return "", err
 	}
-	return rec.ID, tx.PutSecretsKey(b.id)
+	return id, tx.PutSecretsKey(b.id)
 }
