@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -562,4 +563,60 @@ func TestServeOnEtcdNeedsAKEKFile(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the refused start made its data directory: %v", err)
 	}
+}
+
+// TestServeRefusesALostSecretsKey runs `serve` as a process on a store holding a tenant's
+// secret: with DATA_DIR/pki/secrets.key gone, or another key in it, the start is refused
+// INVALID_CONFIG at --data-dir, naming the file, its backup and --secrets-key-lost, and
+// makes no key; the key put back, the secret is there. Lost for good, --secrets-key-lost
+// starts it once with a new key, and the next start needs the flag no more. A store
+// without secrets makes a new key when its key is gone.
+func TestServeRefusesALostSecretsKey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	keyFile := filepath.Join(dir, "pki", "secrets.key")
+	reg := testkit.StartRegistry(t, dir)
+	reg.Stop()
+	os.Remove(keyFile)
+	reg = testkit.StartRegistry(t, dir)
+	value := filepath.Join(t.TempDir(), "value")
+	testkit.WriteFile(t, value, []byte("abcdef.0123456789abcdef"), 0o600)
+	testkit.JSON(t, reg.AdminConfig, nil, "secrets", "put", "--ref", "secret://k8s/prod-join", "--file", value)
+	reg.Stop()
+	saved, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0"}
+	for what, change := range map[string]func(){
+		"gone":     func() { os.Remove(keyFile) },
+		"replaced": func() { testkit.WriteFile(t, keyFile, bytes.Repeat([]byte{7}, 32), 0o600) },
+	} {
+		change()
+		e := testkit.Fails(t, "", serve...)
+		if e.Code != "INVALID_CONFIG" || e.Details.Path != "--data-dir" || !strings.Contains(e.Message, keyFile) ||
+			!strings.Contains(e.Message, "from a backup") || !strings.Contains(e.Message, "--secrets-key-lost") {
+			t.Errorf("serve with the secrets key %s: %+v", what, e)
+		}
+	}
+	os.Remove(keyFile)
+	testkit.Fails(t, "", serve...)
+	if _, err := os.Stat(keyFile); !os.IsNotExist(err) {
+		t.Errorf("the refused start made a secrets key: %v", err)
+	}
+
+	testkit.WriteFile(t, keyFile, saved, 0o600)
+	reg = testkit.StartRegistry(t, dir)
+	if list := testkit.CLI(t, reg.AdminConfig, "secrets", "list"); !strings.Contains(list.Stdout, "secret://k8s/prod-join") {
+		t.Errorf("secrets list with the key put back:\n%s%s", list.Stdout, list.Stderr)
+	}
+	reg.Stop()
+
+	os.Remove(keyFile)
+	reg = testkit.StartRegistry(t, dir, "--secrets-key-lost")
+	testkit.JSON(t, reg.AdminConfig, nil, "secrets", "put", "--ref", "secret://k8s/prod-join", "--file", value)
+	reg.Stop()
+	if !strings.Contains(reg.Stderr.String(), "--secrets-key-lost") {
+		t.Errorf("the start with --secrets-key-lost logs nothing of it:\n%s", reg.Stderr)
+	}
+	testkit.StartRegistry(t, dir).Stop()
 }

@@ -54,8 +54,21 @@ func loadKeys(cfg Config, st *store.Store) (keys, error) {
 		if err != nil {
 			return keys{}, fmt.Errorf("registry PKI: %w", err)
 		}
-		box, err := secret.LoadOrCreate(filepath.Join(cfg.DataDir, pki.Dir))
-		return keys{pki: p, box: box}, err
+		key, made, err := readSecretsKey(cfg)
+		if err != nil {
+			return keys{}, err
+		}
+		box, err := secret.New(key)
+		if err != nil {
+			return keys{}, err
+		}
+		where := secretsKeyFile(cfg)
+		return keys{pki: p, box: box}, bindSecretsKey(cfg, st, box, where, made, func() error {
+			if made {
+				return secret.WriteKey(filepath.Join(cfg.DataDir, pki.Dir), key)
+			}
+			return nil
+		})
 	}
 	_, statErr := os.Stat(cfg.KEKFile)
 	created := !have && errors.Is(statErr, fs.ErrNotExist)
@@ -101,6 +114,9 @@ func loadKeys(cfg Config, st *store.Store) (keys, error) {
 	if k.box, err = secret.New(named[sealedSecrets]); err != nil {
 		return keys{}, fmt.Errorf("the store's sealed keys: %w", err)
 	}
+	if err := bindSecretsKey(cfg, st, k.box, "the secrets key sealed in the store", false, nil); err != nil {
+		return keys{}, err
+	}
 	return k, p.WritePins(cfg.DataDir)
 }
 
@@ -118,7 +134,16 @@ func sealNewKeys(cfg Config, st *store.Store, kek *pki.KEK) (store.SealedKeys, e
 		if p, err = pki.LoadOrCreate(cfg.DataDir, cfg.Clock); err != nil {
 			return store.SealedKeys{}, fmt.Errorf("registry PKI: %w", err)
 		}
-		if secretsKey, err = secret.LoadOrCreateKey(pkiDir); err != nil {
+		made := false
+		if secretsKey, made, err = readSecretsKey(cfg); err != nil {
+			return store.SealedKeys{}, err
+		}
+		// Checked before it is sealed: sealed, it would be the store's for good.
+		box, err := secret.New(secretsKey)
+		if err != nil {
+			return store.SealedKeys{}, err
+		}
+		if _, err := checkSecretsKey(cfg, st, box, secretsKeyFile(cfg), made); err != nil {
 			return store.SealedKeys{}, err
 		}
 		cfg.Log.Info("the registry's keys in the data directory are sealed into the store; remove them from there once they are backed up", "dir", pkiDir)
@@ -141,4 +166,72 @@ func sealNewKeys(cfg Config, st *store.Store, kek *pki.KEK) (store.SealedKeys, e
 		err = st.View(func(tx *store.Tx) (err error) { rec, _, err = tx.SealedKeys(); return err })
 	}
 	return rec, err
+}
+
+// secretsKeyFile is where a registry without KEK keeps its secrets key.
+func secretsKeyFile(cfg Config) string {
+	return filepath.Join(cfg.DataDir, pki.Dir, secret.KeyFile)
+}
+
+// readSecretsKey reads the secrets key of DATA_DIR/pki; a new one (made), not written,
+// when there is none.
+func readSecretsKey(cfg Config) (key []byte, made bool, err error) {
+	key, err = secret.ReadKey(filepath.Join(cfg.DataDir, pki.Dir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return secret.NewKey(), true, nil
+	}
+	return key, false, err
+}
+
+// checkSecretsKey refuses box's key, read from where (made: there was none, and it is
+// new), when the store holds secrets sealed with another key: a registry with it would
+// open none of them, and would seal new ones beside them with another key. With
+// cfg.SecretsKeyLost it takes it, and says that the key before is lost.
+func checkSecretsKey(cfg Config, st *store.Store, box *secret.Box, where string, made bool) (lost bool, err error) {
+	err = st.View(box.Check)
+	if !errors.Is(err, secret.ErrOtherKey) {
+		return false, err
+	}
+	if cfg.SecretsKeyLost {
+		cfg.Log.Warn("--secrets-key-lost: the store's secrets sealed with the lost key never open again; the store records this key from now on", "file", where, "detail", err.Error())
+		return true, nil
+	}
+	what := where + " is not the key the store's secrets are sealed with: it was replaced since they were sealed"
+	if made {
+		what = where + ", the key the store's secrets are sealed with, is gone"
+	}
+	path, restore := "--data-dir", "Restore it from a backup of the data directory and start again"
+	if where != secretsKeyFile(cfg) {
+		path, restore = "--kek-file", "Restore the store from a backup"
+	}
+	return false, proto.Errorf(proto.InvalidConfig, "%s; a registry with this key would open none of them (%v). %s; "+
+		"or, when no copy of the key is left, start once with --secrets-key-lost: the secrets sealed with the lost key then never open, "+
+		"each tenant puts its secrets again (secrets put), and a node's user data is rendered anew at its next deploy", what, err, restore).WithPath(path)
+}
+
+// bindSecretsKey makes box's key, read from where, the one the store's secrets are
+// sealed with (checkSecretsKey), and records its ID in the store. write, when set,
+// writes the key where it is kept first: a start stopped between the two finds the key
+// and a store that records none, and records it then.
+func bindSecretsKey(cfg Config, st *store.Store, box *secret.Box, where string, made bool, write func() error) error {
+	lost, err := checkSecretsKey(cfg, st, box, where, made)
+	if err != nil {
+		return err
+	}
+	if write != nil {
+		if err := write(); err != nil {
+			return err
+		}
+	}
+	var replaced string
+	if err := st.Update(func(tx *store.Tx) (err error) { replaced, err = box.Bind(tx, lost); return err }); err != nil {
+		return err
+	}
+	if replaced != "" && !lost {
+		cfg.Log.Info("the store holds no secret; it records the secrets key from now on", "key", box.ID(), "before", replaced, "file", where)
+	}
+	if cfg.SecretsKeyLost && !lost {
+		cfg.Log.Warn("--secrets-key-lost is given and the key is the store's: remove the flag, or a later loss of the key starts unnoticed", "file", where)
+	}
+	return nil
 }

@@ -10,7 +10,10 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/pki"
+	"github.com/better-compute/better-compute/registry/secret"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
+	bolt "go.etcd.io/bbolt"
 )
 
 // copyStore copies the store file of a closed registry's data directory into a new
@@ -216,4 +219,149 @@ func clearTicketKey(t *testing.T, dir string) (key [32]byte) {
 		t.Fatal(err)
 	}
 	return key
+}
+
+// TestALostSecretsKeyIsRefused: a registry without a KEK whose DATA_DIR/pki/secrets.key
+// is lost, or replaced by another key, while its store holds secrets sealed with the
+// key, refuses to start at --data-dir naming the file and what to do, and makes no key,
+// nor seals one into the store when started with a KEK; the key put back, it starts
+// without a KEK (nothing was sealed) and opens them.
+func TestALostSecretsKeyIsRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	a := newTestRegistry(t, Config{DataDir: dir})
+	putSecret(t, a, "sealed-before")
+	a.Close()
+	keyFile := filepath.Join(dir, pki.Dir, "secrets.key")
+	saved, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, replace := range map[string]func(){
+		"lost":     func() { os.Remove(keyFile) },
+		"replaced": func() { os.WriteFile(keyFile, bytes.Repeat([]byte{7}, 32), 0o600) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			replace()
+			r, err := New(Config{DataDir: dir, Listen: "127.0.0.1:0", AgentListen: "127.0.0.1:0"})
+			if err == nil {
+				_, opened := getSecret(r)
+				r.Close()
+				t.Fatalf("the registry started with another secrets key; the secret sealed before: %v", opened)
+			}
+			pe, _ := err.(*proto.Error)
+			if pe == nil || pe.Code != proto.InvalidConfig || pe.Details.Path != "--data-dir" ||
+				!strings.Contains(pe.Message, keyFile) || !strings.Contains(pe.Message, "from a backup") || !strings.Contains(pe.Message, "--secrets-key-lost") {
+				t.Errorf("New: %#v, want INVALID_CONFIG at --data-dir naming %s, its backup and --secrets-key-lost", err, keyFile)
+			}
+			got, _ := os.ReadFile(keyFile)
+			if name == "lost" && got != nil {
+				t.Errorf("the refused start made a secrets key")
+			}
+			// Moving the data directory's keys into the store checks the key before it
+			// seals it: sealed, it would be the store's for good.
+			_, err = New(Config{DataDir: dir, Listen: "127.0.0.1:0", AgentListen: "127.0.0.1:0", KEKFile: filepath.Join(t.TempDir(), "kek")})
+			if pe, _ := err.(*proto.Error); pe == nil || pe.Code != proto.InvalidConfig || pe.Details.Path != "--data-dir" || !strings.Contains(pe.Message, keyFile) {
+				t.Errorf("New with a KEK, sealing the data directory's keys: %v, want INVALID_CONFIG at --data-dir naming %s", err, keyFile)
+			}
+		})
+	}
+	if err := os.WriteFile(keyFile, saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := newTestRegistry(t, Config{DataDir: dir})
+	if got, err := getSecret(b); err != nil || string(got) != "sealed-before" {
+		t.Errorf("with the key put back, the secret opens as %q, %v", got, err)
+	}
+}
+
+// forgetSecretsKey removes the store's record of its secrets key from the store of a
+// closed registry: what a store from before the record holds, or one whose first start
+// stopped after it wrote its key file and before it recorded the key.
+func forgetSecretsKey(t *testing.T, dir string) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, store.FileName), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte("secrets_key")) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recordedSecretsKey is the ID of the key r's store records for its secrets.
+func recordedSecretsKey(t *testing.T, r *Registry) string {
+	t.Helper()
+	var id string
+	if err := r.st.View(func(tx *store.Tx) (err error) { id, _, err = tx.SecretsKeyID(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestASecretsKeyTheStoreDoesNotRecord: a start stopped between writing a new secrets
+// key and recording it leaves a store that starts again and records the key; a store
+// that records no key but holds secrets (one from before the record) takes the key that
+// opens them and refuses another; a store without secrets takes a new key when its key
+// is lost.
+func TestASecretsKeyTheStoreDoesNotRecord(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	a := newTestRegistry(t, Config{DataDir: dir})
+	a.Close()
+	forgetSecretsKey(t, dir)
+	b := newTestRegistry(t, Config{DataDir: dir})
+	if got := recordedSecretsKey(t, b); got != b.keys.box.ID() {
+		t.Errorf("the store records key %q, want %s", got, b.keys.box.ID())
+	}
+	b.Close()
+
+	keyFile := filepath.Join(dir, pki.Dir, "secrets.key")
+	os.Remove(keyFile)
+	c := newTestRegistry(t, Config{DataDir: dir})
+	if c.keys.box.ID() == b.keys.box.ID() || recordedSecretsKey(t, c) != c.keys.box.ID() {
+		t.Errorf("a store without secrets whose key is lost: key %s, recorded %s, want a new key recorded", c.keys.box.ID(), recordedSecretsKey(t, c))
+	}
+	putSecret(t, c, "sealed-before-the-record")
+	c.Close()
+	forgetSecretsKey(t, dir)
+	saved, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(keyFile, bytes.Repeat([]byte{7}, 32), 0o600)
+	_, err = New(Config{DataDir: dir, Listen: "127.0.0.1:0", AgentListen: "127.0.0.1:0"})
+	if proto.CodeOf(err) != proto.InvalidConfig || !strings.Contains(err.Error(), "does not open with key") {
+		t.Fatalf("another key for secrets the store records no key of: %v, want INVALID_CONFIG", err)
+	}
+	os.WriteFile(keyFile, saved, 0o600)
+	d := newTestRegistry(t, Config{DataDir: dir})
+	if got, err := getSecret(d); err != nil || string(got) != "sealed-before-the-record" || recordedSecretsKey(t, d) != d.keys.box.ID() {
+		t.Errorf("the key that opens the store's secrets: %q, %v, recorded %q", got, err, recordedSecretsKey(t, d))
+	}
+}
+
+// TestReplicasOnEtcdShareOneSecretsKey: replicas on etcd, each with a data directory of
+// its own and a copy of the KEK file, have the one secrets key sealed in the store, and
+// the store records its ID once: a replica whose data directory holds a secrets key of
+// its own (one it ran with on bbolt) uses the store's, and opens the secret the first
+// replica put.
+func TestReplicasOnEtcdShareOneSecretsKey(t *testing.T) {
+	sc := StoreConfig{Backend: "etcd", EtcdEndpoints: etcdtest.Shared(t).Endpoints, EtcdPrefix: etcdtest.Prefix(t)}
+	kek := filepath.Join(t.TempDir(), "kek")
+	a := newTestRegistry(t, Config{Store: sc, KEKFile: kek})
+	putSecret(t, a, "one-key")
+	dirB := filepath.Join(t.TempDir(), "b")
+	if err := secret.WriteKey(filepath.Join(dirB, pki.Dir), secret.NewKey()); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dirB, 0o700)
+	kekB := filepath.Join(t.TempDir(), "kek")
+	copyFile(t, kek, kekB)
+	b := newTestRegistry(t, Config{Store: sc, DataDir: dirB, KEKFile: kekB})
+	if b.keys.box.ID() != a.keys.box.ID() || recordedSecretsKey(t, b) != a.keys.box.ID() {
+		t.Errorf("replica b has key %s, the store records %q, want replica a's %s", b.keys.box.ID(), recordedSecretsKey(t, b), a.keys.box.ID())
+	}
+	if got, err := getSecret(b); err != nil || string(got) != "one-key" {
+		t.Errorf("replica b opens replica a's secret as %q, %v", got, err)
+	}
 }

@@ -70,6 +70,11 @@ type Config struct {
 	// of in DATA_DIR/pki. The first start makes the file when it is missing
 	// (docs/security.md).
 	KEKFile string
+	// SecretsKeyLost starts the registry with a secrets key other than the one the
+	// store's secrets are sealed with, which is lost: they never open again, and the store
+	// records the key from now on (docs/security.md#the-secrets-key). Without it, such a
+	// start is refused.
+	SecretsKeyLost bool
 	// MetricsListen is the address /metrics is served on over HTTP, without credential
 	// (nothing in it is secret), host:port; "" serves no metrics.
 	MetricsListen string

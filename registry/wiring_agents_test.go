@@ -29,7 +29,7 @@ import (
 // directory of t's.
 func newRenderer(t *testing.T) *userdata.Renderer {
 	t.Helper()
-	box, err := secret.LoadOrCreate(t.TempDir())
+	box, err := secret.New(secret.NewKey())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package pki
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -41,8 +40,7 @@ func newKEK(key []byte) (*KEK, error) {
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(append([]byte("better-compute kek id\x00"), key...))
-	return &KEK{key: k, id: "kek_" + hex.EncodeToString(sum[:8])}, nil
+	return &KEK{key: k, id: "kek_" + seal.ID("better-compute kek id", key)}, nil
 }
 
 // LoadKEK reads the KEK file at path. The file must be a regular file that no one but its

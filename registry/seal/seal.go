@@ -9,6 +9,8 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 )
@@ -29,6 +31,13 @@ func NewKey() []byte {
 	key := make([]byte, KeySize)
 	rand.Read(key)
 	return key
+}
+
+// ID names key without revealing it: 16 hex digits of a SHA-256 of what the key is
+// (purpose) and the key, for a record to say which key sealed what it holds.
+func ID(purpose string, key []byte) string {
+	sum := sha256.Sum256(append([]byte(purpose+"\x00"), key...))
+	return hex.EncodeToString(sum[:8])
 }
 
 // New makes a Key of key, which must be KeySize bytes.

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -28,6 +27,8 @@ const keySize = seal.KeySize
 // the keys derived from it.
 type Box struct {
 	key *seal.Key
+	// id names the key (ID).
+	id string
 	// cacheCap signs the capabilities of site cache URLs (CacheCapabilityKey).
 	cacheCap ed25519.PrivateKey
 }
@@ -36,26 +37,11 @@ type Box struct {
 // other key derived from the secret key is it.
 const cacheCapInfo = "better-compute cache capability key v1"
 
-// LoadOrCreate loads the key from dir/secrets.key, making it on first use.
-func LoadOrCreate(dir string) (*Box, error) {
-	key, err := LoadOrCreateKey(dir)
-	if err != nil {
-		return nil, err
-	}
-	return New(key)
-}
-
-// LoadOrCreateKey reads the key dir/secrets.key, making it on first use.
-func LoadOrCreateKey(dir string) ([]byte, error) {
+// ReadKey reads the key dir/secrets.key: an error wrapping fs.ErrNotExist when there is
+// none.
+func ReadKey(dir string) ([]byte, error) {
 	path := filepath.Join(dir, KeyFile)
 	key, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		key = NewKey()
-		if err := fsutil.MkdirAll(dir, 0o700); err != nil {
-			return nil, err
-		}
-		err = fsutil.WriteFileAtomic(path, key, 0o600)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("secret key: %w", err)
 	}
@@ -63,6 +49,16 @@ func LoadOrCreateKey(dir string) ([]byte, error) {
 		return nil, fmt.Errorf("secret key %s: %d bytes, want %d (restore it from a backup: the secrets sealed with it cannot be opened without it)", path, len(key), keySize)
 	}
 	return key, nil
+}
+
+// WriteKey writes key to dir/secrets.key (0600), making dir (0700): on disk, and its
+// directory fsynced, before it returns, so that the store never records a key whose
+// file a power loss took.
+func WriteKey(dir string, key []byte) error {
+	if err := fsutil.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(filepath.Join(dir, KeyFile), key, 0o600)
 }
 
 // NewKey makes a new random key for New.
@@ -78,7 +74,7 @@ func New(key []byte) (*Box, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secret key: %w", err)
 	}
-	return &Box{key: k, cacheCap: ed25519.NewKeyFromSeed(seed)}, nil
+	return &Box{key: k, id: "sk_" + seal.ID("better-compute secrets key id", key), cacheCap: ed25519.NewKeyFromSeed(seed)}, nil
 }
 
 // CacheCapabilityKey is the key that signs the capabilities of site cache URLs:

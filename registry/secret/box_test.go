@@ -14,10 +14,22 @@ import (
 	"github.com/better-compute/better-compute/registry/store/storetest"
 )
 
+// readBox is the box of the key in dir.
+func readBox(dir string) (*Box, error) {
+	key, err := ReadKey(dir)
+	if err != nil {
+		return nil, err
+	}
+	return New(key)
+}
+
 func TestSealedAtRestAndOpenedWithTheSameKey(t *testing.T) {
 	dataDir := t.TempDir()
 	pkiDir := filepath.Join(dataDir, "pki")
-	box, err := LoadOrCreate(pkiDir)
+	if err := WriteKey(pkiDir, NewKey()); err != nil {
+		t.Fatal(err)
+	}
+	box, err := readBox(pkiDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +54,7 @@ func TestSealedAtRestAndOpenedWithTheSameKey(t *testing.T) {
 		t.Fatal("the plaintext is in the store's file")
 	}
 
-	again, err := LoadOrCreate(pkiDir)
+	again, err := readBox(pkiDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func newFixture(t *testing.T, cfg userdata.Config) *fixture {
 	}
 	t.Cleanup(func() { fx.st.Close() })
 	storetest.Fill(t, fx.st) // site rack-a: join tokens name a site that exists
-	box, err := secret.LoadOrCreate(filepath.Join(fx.dataDir, "pki"))
+	box, err := secret.New(secret.NewKey())
 	if err != nil {
 		t.Fatal(err)
 	}
