@@ -362,18 +362,11 @@ func TestPlanSiteCacheCapacity(t *testing.T) {
 // tenant first in order, acme's, and left the total when beta's went: every tenant's
 // images were trimmed and the plan panicked, index out of range [-1].
 func TestASizeDeclaredForAnotherTenantsDigestCountsAgainstItsTenant(t *testing.T) {
-	st := openCatalog(t)
-	acmeKey := newSigner(t, st, "acme", "acme-1", openssl.P256)
-	betaKey := newSigner(t, st, "beta", "beta-1", openssl.P256)
+	st, register := acmeAndBeta(t)
 	const gib = 1 << 30
-	image := func(ref, d string, size int64) RegisterRequest {
-		req := osRequest(ref)
-		req.SHA256, req.SizeBytes = digest(d), new(size)
-		return req
-	}
-	mustRegister(t, st, "beta", sign(t, image("model@1", "b", gib), betaKey, "beta-1", formP1363))
-	mustRegister(t, st, "beta", sign(t, image("data@1", "c", gib), betaKey, "beta-1", formP1363))
-	mustRegister(t, st, "acme", sign(t, image("copy@1", "b", proto.MaxImageBytes), acmeKey, "acme-1", formP1363))
+	register("beta", "model@1", "b", gib)
+	register("beta", "data@1", "c", gib)
+	register("acme", "copy@1", "b", proto.MaxImageBytes)
 	sitesWithPools(t, st, []string{"rack-1"}, []store.Pool{
 		{Tenant: "acme", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"copy@1"}}},
 		{Tenant: "beta", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"model@1", "data@1"}}},
@@ -400,22 +393,12 @@ func TestASizeDeclaredForAnotherTenantsDigestCountsAgainstItsTenant(t *testing.T
 // tenant's image of the digest a map's order read last, and the plan, and with it the
 // site agent's NodeSpec, changed from one computation to the next.
 func TestASizeUnderstatedForAnotherTenantsDigestLeavesThePlanAsItIs(t *testing.T) {
-	st := openCatalog(t)
-	acmeKey := newSigner(t, st, "acme", "acme-1", openssl.P256)
-	betaKey := newSigner(t, st, "beta", "beta-1", openssl.P256)
+	st, register := acmeAndBeta(t)
 	const gib = 1 << 30
-	image := func(ref, d string, size int64) RegisterRequest {
-		req := osRequest(ref)
-		req.SHA256, req.SizeBytes = digest(d), nil
-		if size > 0 {
-			req.SizeBytes = new(size)
-		}
-		return req
-	}
-	mustRegister(t, st, "beta", sign(t, image("model@1", "b", gib), betaKey, "beta-1", formP1363))
-	mustRegister(t, st, "beta", sign(t, image("data@1", "c", gib), betaKey, "beta-1", formP1363))
-	mustRegister(t, st, "beta", sign(t, image("unsized@1", "d", 0), betaKey, "beta-1", formP1363))
-	mustRegister(t, st, "acme", sign(t, image("copy@1", "b", 1), acmeKey, "acme-1", formP1363))
+	register("beta", "model@1", "b", gib)
+	register("beta", "data@1", "c", gib)
+	register("beta", "unsized@1", "d", 0)
+	register("acme", "copy@1", "b", 1)
 	sitesWithPools(t, st, []string{"rack-1"}, []store.Pool{
 		{Tenant: "acme", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"copy@1"}}},
 		{Tenant: "beta", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"model@1", "data@1", "unsized@1"}}},
@@ -433,6 +416,26 @@ func TestASizeUnderstatedForAnotherTenantsDigestLeavesThePlanAsItIs(t *testing.T
 		if len(p.Excluded) != 1 || p.Excluded[0].Ref != "unsized@1" {
 			t.Fatalf("left out %+v: want unsized@1 alone", p.Excluded)
 		}
+	}
+}
+
+// acmeAndBeta opens a catalog with a signer each of tenants acme and beta (acme-1,
+// beta-1), and returns it with register, which registers a tenant's OS image ref of the
+// artifact d (digest) signed by its signer, declaring size bytes (0: no size).
+func acmeAndBeta(t *testing.T) (*store.Store, func(tenant, ref, d string, size int64)) {
+	st := openCatalog(t)
+	keys := map[string]*openssl.Key{
+		"acme": newSigner(t, st, "acme", "acme-1", openssl.P256),
+		"beta": newSigner(t, st, "beta", "beta-1", openssl.P256),
+	}
+	return st, func(tenant, ref, d string, size int64) {
+		t.Helper()
+		req := osRequest(ref)
+		req.SHA256, req.SizeBytes = digest(d), nil
+		if size > 0 {
+			req.SizeBytes = new(size)
+		}
+		mustRegister(t, st, tenant, sign(t, req, keys[tenant], tenant+"-1", formP1363))
 	}
 }
 
