@@ -52,10 +52,10 @@ func TestNodePageOffersWhatTheNodeTakes(t *testing.T) {
 		}
 		testkit.JSON(t, acme, &v, "nodes", "get", acmeNode.ID)
 	}
-	if !slices.Equal(v.Requests, []string{"retry", "release", "retire"}) {
-		t.Errorf("a failed node takes %v, want [retry release retire]", v.Requests)
+	if !slices.Equal(v.Requests, []string{"retry", "release", "retire", "rescue"}) {
+		t.Errorf("a failed node takes %v, want [retry release retire rescue]", v.Requests)
 	}
-	if out := testkit.CLI(t, acme, "nodes", "get", acmeNode.ID).Stdout; !strings.Contains(out, "takes now: retry, release, retire (`nodes REQUEST "+acmeNode.ID+"`)") {
+	if out := testkit.CLI(t, acme, "nodes", "get", acmeNode.ID).Stdout; !strings.Contains(out, "takes now: retry, release, retire, rescue (`nodes REQUEST "+acmeNode.ID+"`)") {
 		t.Errorf("nodes get does not say what the node takes:\n%s", out)
 	}
 	offers("release", "revoke-certificates")
