@@ -40,11 +40,11 @@ func (b *Box) Check(tx *store.Tx) error {
 // (unless force: the key that sealed them is lost, and they never open again), and
 // returns the ID it replaced, if any.
 func (b *Box) Bind(tx *store.Tx, force bool) (replaced string, err error) {
-	if err := b.Check(tx); err != nil && !force {
-		return "", err
-	}
 	id, recorded, err := tx.SecretsKeyID()
 	if err != nil || recorded && id == b.id {
+		return "", err
+	}
+	if err := b.Check(tx); err != nil && !force {
 		return "", err
 	}
 	return id, tx.PutSecretsKey(b.id)
