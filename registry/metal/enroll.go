@@ -113,7 +113,7 @@ func (s *Service) enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 	if n, err = tx.CreateNode(n); err != nil {
 		return n, err
 	}
-	return n, stateEvent(tx, "", n)
+	return n, stateEvent(tx, "", n, nil)
 }
 
 // checkBMC checks a BMC: a driver bcd site has (proto.BMCDrivers), an address, and a credential that is a

@@ -330,8 +330,9 @@ func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.P
 // rescuedFromFailed says whether req, made of node (as it is when req is made, or as it
 // is when req's run ends), is a rescue from failed. Such a rescue boots the machine's
 // ramdisk for an operator to mend there what failed the node (a disk hiding capacity
-// from a wipe) and keeps the node's FailedFrom and Failure while it runs; its success
-// leaves the node failed again, its ramdisk running. The failure stands until what the
+// from a wipe) and keeps the node's FailedFrom and Failure while it runs; its end leaves
+// the node failed again with them, its ramdisk running when it succeeded (when it failed
+// or was cancelled, its own failure is the node.state event's). The failure stands until what the
 // node failed in succeeds (a release: its wipe attested), so the node takes what failed
 // takes (retry, release, retire, rescue) and never unrescue, which would make active a
 // node whose installation a release took away or a deploy never finished.
@@ -501,6 +502,15 @@ func (s *Service) ended(tx *store.Tx, run store.Run) error {
 	wipe := unverifiedWipe(run)
 	if failure == nil && wipe != nil && tr.succeeded == store.NodeReady {
 		failure = wipe
+	}
+	if failure != nil && rescuedFromFailed(req, node) {
+		// The node is failed again with the failure it had, which its retry runs again;
+		// the rescue's own is its move's event (and the workflow's end).
+		again, err := tx.UpdateNode(node.ID, func(n *store.Node) error { n.State, n.Next = store.NodeFailed, ""; return nil })
+		if err != nil {
+			return err
+		}
+		return stateEvent(tx, node.State, again, failure)
 	}
 	if failure != nil {
 		_, err := updateNode(tx, node.ID, func(n *store.Node) error {

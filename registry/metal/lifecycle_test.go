@@ -3,6 +3,7 @@ package metal
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/workflow"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -763,5 +765,75 @@ func TestARescueFromFailedMendsWhatAReleaseCouldNotWipe(t *testing.T) {
 	}
 	if run, n := h.end(again.ID); run.State != store.RunSucceeded || n.State != store.NodeReady || n.Failure != nil || n.FailedFrom != "" {
 		t.Errorf("the release after the rescue: %s, node %s from %q (%+v); want ready", run.State, n.State, n.FailedFrom, n.Failure)
+	}
+}
+
+// TestARescueFromFailedThatFailsKeepsTheFailure: a rescue from failed that fails (the
+// machine's BMC refuses the power cycle) or is cancelled (its ramdisk never joins)
+// leaves the node failed with the failure it had, from the state it failed from: the
+// release's UNVERIFIED_WIPE, whose workflow a retry runs again. The rescue's own
+// failure is the node.state event of its move back to failed, and its workflow.ended.
+// Before, the node failed from rescue with the rescue's failure, and its retry ran the
+// rescue rather than the release.
+func TestARescueFromFailedThatFailsKeepsTheFailure(t *testing.T) {
+	for name, stop := range map[string]func(h *harness, node string){
+		"failed": func(h *harness, _ string) {
+			h.machine.answers[proto.CommandSetPower] = func(json.RawMessage) (json.RawMessage, error) {
+				return nil, proto.Errorf(proto.DriverError, "the BMC refuses the power cycle")
+			}
+		},
+		"cancelled": func(h *harness, node string) {
+			h.machine.bootsNothing = true
+			h.relayedYet("site", proto.CommandSetPower)
+			if _, _, err := h.act(node, Cancel, Options{}); err != nil {
+				h.t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			node, release, failed := h.releasedPastAHiddenNamespace()
+			// The release powered the machine off: its ramdisk's session ended, and the
+			// rescue boots it again.
+			h.left(node)
+			h.clock.Advance(workflow.ReconnectGrace + time.Second)
+			h.machine.forget()
+			rescue, _, err := h.act(node, Rescue, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop(h, node)
+			rescue, n := h.end(rescue.ID)
+			if rescue.State == store.RunSucceeded || rescue.Failure == nil {
+				t.Fatalf("the rescue %s, failure %+v; want it stopped", rescue.State, rescue.Failure)
+			}
+			if n.State != store.NodeFailed || n.FailedFrom != store.NodeReleasing || !reflect.DeepEqual(n.Failure, failed.Failure) {
+				t.Fatalf("after the rescue %s the node is %s from %q (%+v); want failed from releasing, the release's failure kept (%+v)",
+					rescue.State, n.State, n.FailedFrom, n.Failure, failed.Failure)
+			}
+			moved := h.lastEvent(node, store.EventNodeState)
+			if moved.From != store.NodeRescue || moved.To != store.NodeFailed || moved.Workflow != rescue.ID || moved.Step != rescue.Failure.Step ||
+				!reflect.DeepEqual(moved.Error, rescue.Failure.Error) {
+				t.Errorf("the node's move back to failed is recorded as %+v; want from rescue, with the rescue's failure %+v", moved, rescue.Failure)
+			}
+			if ended := h.lastEvent(node, store.EventWorkflowEnded); ended.Workflow != rescue.ID || !reflect.DeepEqual(ended.Error, rescue.Failure.Error) {
+				t.Errorf("the rescue's end is recorded as %+v; want its failure %+v", ended, rescue.Failure)
+			}
+			// The retry runs the release again, whose wipe is attested once the namespace
+			// is mended.
+			delete(h.machine.answers, proto.CommandDiskWipe)
+			delete(h.machine.answers, proto.CommandSetPower)
+			h.machine.bootsNothing = false
+			retry, _, err := h.act(node, Retry, Options{})
+			if err != nil {
+				t.Fatalf("retry after the rescue: %v", err)
+			}
+			if retry.Kind != string(Release) || retry.ID == release.ID {
+				t.Errorf("the retry runs %s; want the release again", retry.Kind)
+			}
+			if run, n := h.end(retry.ID); run.State != store.RunSucceeded || n.State != store.NodeReady {
+				t.Errorf("the retried release: %s, node %s (%+v); want ready", run.State, n.State, n.Failure)
+			}
+		})
 	}
 }
