@@ -78,7 +78,8 @@ type DiskErase struct {
 	WriteZeroes bool `json:"writeZeroes"`
 	// Firmware is what the device's firmware says it can erase, asked by the ramdisk as
 	// disk.wipe asks it; nil where nobody asked (bcd node, whose disks are in use, and
-	// disks that are neither NVMe nor SATA).
+	// disks that are neither NVMe nor SATA). The registry keeps the ramdisk's in the
+	// disks bcd node reports (registry/agents), never taking bcd node's own.
 	Firmware *FirmwareErase `json:"firmware,omitempty"`
 }
 

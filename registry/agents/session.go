@@ -538,7 +538,7 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 			}
 			observedMoved = st.ObservedGeneration != h.ObservedGeneration
 		}
-		if changed, err = changedSections(tx, s.node, e.reported(s, h.Inventory)); err != nil {
+		if changed, err = changedSections(tx, s, e.reported(s, h.Inventory)); err != nil {
 			return err
 		}
 		if slices.Contains(changed, proto.SectionSite) {
@@ -602,7 +602,7 @@ func (e *Endpoint) recordHello(s *session, h *proto.Hello, changed []string, sto
 				}
 			}
 			for _, section := range small {
-				if _, err := tx.PutInventory(s.node, section, h.Inventory[section]); err != nil {
+				if _, err := put(tx, s, section, h.Inventory[section]); err != nil {
 					return err
 				}
 			}
@@ -717,24 +717,28 @@ func (e *Endpoint) putAlone(s *session, sections []string, inv map[string]json.R
 	return nil
 }
 
-// changedSections lists the sections of inv that differ from the stored ones, or whose
-// last report was refused (so the copy stored, reported again, loses its mark).
-func changedSections(tx *store.Tx, node string, inv map[string]json.RawMessage) ([]string, error) {
+// changedSections lists the sections of inv, which the agent of s reported, that differ
+// as stored (storedAs) from the stored ones, or whose last report was refused (so the
+// copy stored, reported again, loses its mark).
+func changedSections(tx *store.Tx, s *session, inv map[string]json.RawMessage) ([]string, error) {
 	if len(inv) == 0 {
 		return nil, nil
 	}
-	stored, err := tx.Inventory(node)
+	stored, err := tx.Inventory(s.node)
 	if err != nil {
 		return nil, err
 	}
 	have := make(map[string][]byte, len(stored))
-	for _, s := range stored {
-		if s.Refused == nil {
-			have[s.Section] = s.Data
+	for _, sec := range stored {
+		if sec.Refused == nil {
+			have[sec.Section] = sec.Data
 		}
 	}
 	var changed []string
 	for section, data := range inv {
+		if data, err = storedAs(tx, s, section, data); err != nil {
+			return nil, err
+		}
 		var c bytes.Buffer
 		if json.Compact(&c, data) != nil || !bytes.Equal(c.Bytes(), have[section]) {
 			changed = append(changed, section)
@@ -804,7 +808,7 @@ func (e *Endpoint) putReported(s *session, section string, data json.RawMessage)
 func (e *Endpoint) putSection(s *session, section string, data json.RawMessage, write func(func(*store.Tx) error) error) error {
 	var changed bool
 	err := write(func(tx *store.Tx) (err error) {
-		changed, err = tx.PutInventory(s.node, section, data)
+		changed, err = put(tx, s, section, data)
 		return err
 	})
 	if err == nil && changed {

@@ -12,7 +12,8 @@ import (
 // NodeInventory is the answer of metal.inventory: every inventory section the node's
 // agents reported (its ramdisk's and its installed OS's hardware sections, system,
 // cpu, memory, disks, nics, gpus, and bcd node's host convergence), each as the agent
-// sent it last, with when, and what they warn of (inventoryWarnings).
+// sent it last (bcd node's disks with the ramdisk's firmware findings kept), with when,
+// and what they warn of (inventoryWarnings).
 type NodeInventory struct {
 	NodeID   string             `json:"nodeId"`
 	Sections []InventorySection `json:"sections"`

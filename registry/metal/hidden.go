@@ -18,7 +18,8 @@ const hiddenAdvice = "attach or delete the hidden NVMe namespace (nvme attach-ns
 // HiddenCapacityWarnings say, a disk of disks (a node's disks inventory section) at a
 // time, which hide capacity that may hold data from a wipe (proto.HiddenCapacity.HoldsData)
 // as the ramdisk asked their devices: a release's wipe of the node is not attested while
-// any does. None for disks nobody asked (bcd node does not).
+// any does. None for disks nobody asked (bcd node does not: the registry keeps the
+// ramdisk's findings in the disks it reports).
 func HiddenCapacityWarnings(disks []proto.DiskInfo) []string {
 	var out []string
 	for _, d := range disks {
