@@ -18,8 +18,9 @@ type NodeView struct {
 	// Wipe is the last disk.wipe of the node's last workflow, nil when it had none.
 	Wipe *NodeWipe `json:"wipe,omitempty"`
 	// Requests are the requests the node takes now, as the lifecycle table says
-	// (metal.Offers): every other is INVALID_STATE. A credential may still be refused
-	// one of them (FORBIDDEN).
+	// (metal.Offers): every other is INVALID_STATE, but a rescue or unrescue on a pool
+	// with agent: none, left out as it only fails the node UNSUPPORTED. A credential may
+	// still be refused one of them (FORBIDDEN).
 	Requests []string `json:"requests"`
 	// Warnings are what the node's inventory warns of (inventoryWarnings): a disk
 	// hiding capacity from a wipe.

@@ -148,8 +148,9 @@ func takes(state string, running bool) []Request {
 // Offers lists the requests node takes now (Act refuses every other with
 // INVALID_STATE), in the lifecycle table's order: what a console or a CLI offers to do
 // next. Of those its state takes, those barred now are left out (a node failed in no
-// workflow has nothing to retry, for one). Whether a credential may make one is the
-// API's to say.
+// workflow has nothing to retry, for one), and so are those that would only fail it
+// UNSUPPORTED (unsupported: a rescue on a pool with agent: none). Whether a credential
+// may make one is the API's to say.
 func Offers(tx *store.Tx, node store.Node) ([]Request, error) {
 	running, err := workflowRunning(tx, node)
 	if err != nil {
@@ -159,12 +160,36 @@ func Offers(tx *store.Tx, node store.Node) ([]Request, error) {
 	for _, r := range takes(node.State, running) {
 		switch err := barred(tx, node, r); {
 		case err == nil:
-			offers = append(offers, r)
+			fails, err := unsupported(tx, node, r)
+			if err != nil {
+				return nil, err
+			}
+			if !fails {
+				offers = append(offers, r)
+			}
 		case proto.CodeOf(err) != proto.InvalidState && (r != Retry || proto.CodeOf(err) != proto.NotFound):
 			return nil, err
 		}
 	}
 	return offers, nil
+}
+
+// unsupported says whether req would fail node UNSUPPORTED at once rather than run
+// (begin): its pool has agent: none and req no out-of-band profile (withoutAgent).
+func unsupported(tx *store.Tx, node store.Node, req Request) (bool, error) {
+	if tr, ok := transitions[req]; !ok || tr.profile == "" || tr.oob != "" {
+		return false, nil
+	}
+	pool, err := tx.Pool(node.Tenant, node.Pool)
+	return err == nil && withoutAgent(pool, req), err
+}
+
+// withoutAgent says whether req, a request that runs a shipped lifecycle profile, has
+// none on pool: its machines boot no ramdisk (agent: none) and the profile has no
+// out-of-band variant (rescue, unrescue). The specification has such a rescue fail the
+// node UNSUPPORTED, so Act does (begin), and Offers does not offer it.
+func withoutAgent(pool store.Pool, req Request) bool {
+	return pool.Policy.Agent == store.AgentNone && transitions[req].oob == ""
 }
 
 // barred is the INVALID_STATE of a request node's state takes but the node does not
@@ -253,7 +278,7 @@ func (s *Service) begin(tx *store.Tx, node store.Node, req Request, o Options, n
 	switch {
 	case req == Deploy || req == Remediate:
 		rec = *o.Profile
-	case pool.Policy.Agent == store.AgentNone && tr.oob == "":
+	case withoutAgent(pool, req):
 		f := &store.StepFailure{Error: proto.Errorf(proto.Unsupported, "pool %s runs no agent (agent: none): its machines cannot boot the ramdisk to %s", pool.Name, req)}
 		node, err = updateNode(tx, node.ID, func(n *store.Node) error {
 			n.State, n.FailedFrom, n.Failure, n.Transition, n.Next = store.NodeFailed, tr.during, f, string(req), ""

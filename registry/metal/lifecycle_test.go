@@ -357,6 +357,31 @@ func TestOutOfBandPool(t *testing.T) {
 	}
 }
 
+// TestAnOutOfBandPoolOffersNoRescue: an active node of a pool with agent: none, whose
+// machines boot no ramdisk, is not offered a rescue (nodes get's requests, the
+// console's buttons), which the specification has fail the node UNSUPPORTED; nor is a
+// node in rescue whose pool has since lost its agent offered unrescue, which would fail
+// it alike. A rescue asked still fails the node UNSUPPORTED, as the specification says.
+// Before, both were offered, and taking the offer only failed the node.
+func TestAnOutOfBandPoolOffersNoRescue(t *testing.T) {
+	inRescue := newHarness(t)
+	rescue := inRescue.inState(store.NodeRescue)
+	inRescue.setPolicy(store.PoolPolicy{Agent: store.AgentNone})
+	if diff := cmp.Diff([]Request{Retire}, inRescue.offers(rescue)); diff != "" {
+		t.Errorf("the node in rescue offers (-want +got):\n%s", diff)
+	}
+	h := newHarness(t)
+	active := h.inState(store.NodeActive)
+	h.setPolicy(store.PoolPolicy{Agent: store.AgentNone})
+	if diff := cmp.Diff([]Request{Release, Retire, Remediate}, h.offers(active)); diff != "" {
+		t.Errorf("the active node offers (-want +got):\n%s", diff)
+	}
+	_, n, err := h.act(active, Rescue, Options{})
+	if err != nil || n.State != store.NodeFailed || n.FailedFrom != store.NodeRescue || n.Failure.Error.Code != proto.Unsupported {
+		t.Fatalf("rescue asked out of band: %v, node %s %+v; want it failed UNSUPPORTED", err, n.State, n.Failure)
+	}
+}
+
 // TestCancel: cancelling a workflow abandons the attempt it is on, skips the rest of
 // its main steps, runs its cleanup and fails the node with reason cancelled; a retry
 // runs the workflow again.
