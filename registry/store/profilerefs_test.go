@@ -24,16 +24,8 @@ type refsFleet struct {
 func newRefsFleet(t *testing.T, s *Store, clk *clock.Fake, nodes int) *refsFleet {
 	t.Helper()
 	f := &refsFleet{t: t, s: s, clk: clk}
+	makePool(t, s)
 	mustUpdate(t, s, func(tx *Tx) error {
-		if _, err := tx.CreateTenant("acme"); err != nil {
-			return err
-		}
-		if _, err := tx.CreateSite("rack-a"); err != nil {
-			return err
-		}
-		if _, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"}); err != nil {
-			return err
-		}
 		for i := range nodes {
 			n, err := tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{fmt.Sprintf("52:54:00:00:01:%02x", i)}, State: NodeReady})
 			if err != nil {
