@@ -16,7 +16,8 @@ import (
 const housekeepingInterval = 24 * time.Hour
 
 // startHousekeeping prunes the join tokens, the events, the finished workflow runs, the
-// revoked or expired credentials, the expired replica leases and the agent return plans
+// deleted profile versions no run or node refers to any more, the revoked or expired
+// credentials, the expired replica leases and the agent return plans
 // of replicas gone past their retention,
 // and forgets the relayed commands, pending or answered, older
 // than agents.CommandTTL, now and again every housekeepingInterval on clk until ctx
@@ -42,6 +43,8 @@ func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, lo
 		n, err = st.Prune(func(tx *store.Tx) (int, error) { return tx.PruneRuns(tx.Now().Add(-store.RunRetention)) })
 		logged("prune workflow runs", "finished workflow runs past their retention pruned, or kept while their node names them", n, err,
 			"endedMoreThan", store.RunRetention.String())
+		n, err = st.PruneOnward((*store.Tx).PruneDeletedProfiles)
+		logged("prune deleted profile versions", "deleted profile versions no run or node refers to pruned", n, err)
 		n, err = st.PruneOnward((*store.Tx).PruneCredentials)
 		logged("prune credentials", "revoked or expired credentials pruned", n, err, "endedMoreThan", store.CredentialRetention.String())
 		n, err = st.PruneOnward((*store.Tx).PruneReplicaLeases)

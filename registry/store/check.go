@@ -47,7 +47,9 @@ var indexes = []index{
 // and none other, agent-commands-by-expiry an entry for each relayed command and none
 // other, join_tokens_by_node an entry for each join token and none other, and
 // tenant_counts each tenant's number of objects of each counted kind and none other,
-// and image_digests an entry for each image, under its digest and tenant, and none other.
+// and image_digests an entry for each image, under its digest and tenant, and none other,
+// and profiles_refs an entry for each run of a stored profile version and each node naming
+// one, and none other, and workflows_by_end's values naming their run's version.
 // It returns every problem found, joined.
 func (s *Store) Check() error {
 	errs := s.kv.check()
@@ -83,6 +85,9 @@ func (s *Store) Check() error {
 		}
 		if f, _ := parseFormat(tx.get(bucketFormat, formatKey)); f >= formatDigestTenants {
 			errs = append(errs, s.tx(tx).checkImageDigests()...)
+		}
+		if f, _ := parseFormat(tx.get(bucketFormat, formatKey)); f >= formatProfileRefs {
+			errs = append(errs, s.tx(tx).checkProfileRefs()...)
 		}
 		return nil
 	})

@@ -55,7 +55,14 @@ import (
 //	   4 left, not what such a replica writes after it). Raising a store to 5 rewrites
 //	   its keys (indexImageDigests) and counts its objects again (countTenants), and
 //	   stops the replicas of format 4 first.
-const Format = 5
+//	6  profile versions' references (format6_profiles.go): the profiles_refs bucket,
+//	   the runs and nodes that refer to each stored profile version, which the prune of
+//	   a deleted version reads rather than every run and node, and the version's key in
+//	   the values of workflows_by_end, by which a run's prune drops its entry: a replica
+//	   of format 5 creates and prunes runs and deploys nodes without them, which would let
+//	   a prune delete a version a run still reads. Raising a store to 6 writes them
+//	   (indexProfileRefs), and stops the replicas of format 5 first.
+const Format = 6
 
 // formatExpiryIndex is the format that added bucketAgentCommandsByExpiry.
 const formatExpiryIndex = 2
@@ -158,6 +165,11 @@ func (s *Store) raiseFormat(readOnly bool) error {
 				return fmt.Errorf("store: indexing the images of each digest by tenant: %w", err)
 			}
 		}
+		if stored < formatProfileRefs {
+			if err := s.indexProfileRefs(); err != nil {
+				return fmt.Errorf("store: indexing the references of the profile versions: %w", err)
+			}
+		}
 		err := s.kv.update(func(tx kvTx) error {
 			if err := read(tx); err != nil || stored == Format {
 				return err
@@ -179,6 +191,11 @@ func (s *Store) raiseFormat(readOnly bool) error {
 			}
 			if stored < formatDigestTenants {
 				if err := s.tx(tx).finalImageDigests(); err != nil {
+					return err
+				}
+			}
+			if stored < formatProfileRefs {
+				if err := s.tx(tx).finalProfileRefs(); err != nil {
 					return err
 				}
 			}

@@ -248,6 +248,9 @@ func (t *Tx) CreateNode(n Node) (Node, error) {
 	if err := t.indexSiteMACs(Node{}, n); err != nil {
 		return n, err
 	}
+	if err := t.indexNodeProfile(Node{}, n); err != nil {
+		return n, err
+	}
 	return n, t.put(bucketNodes, []byte(n.ID), n)
 }
 
@@ -436,6 +439,9 @@ func (t *Tx) UpdateNode(id string, change func(*Node) error) (Node, error) {
 		return old, err
 	}
 	if err := t.indexSiteMACs(old, n); err != nil {
+		return old, err
+	}
+	if err := t.indexNodeProfile(old, n); err != nil {
 		return old, err
 	}
 	if !sameHost(old.Host, n.Host) {

@@ -33,8 +33,9 @@ type ProfileRecord struct {
 	Used bool `json:"used"`
 	// Deleted hides the version from lookups and lists; workflows that run it keep it.
 	// DeleteProfile keeps it as an entry of its own (profiles_deleted), as Used; a record
-	// deleted before holds it itself. Only a used version is kept so: an unused one's
-	// record goes with its delete, its entry in profiles_deleted staying alone.
+	// deleted before holds it itself. Only a used version is kept so, while a run or a
+	// node refers to it (PruneDeletedProfiles): an unused one's record goes with its
+	// delete, its entry in profiles_deleted staying alone.
 	Deleted   bool      `json:"deleted,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
@@ -221,7 +222,8 @@ const MaxHidden = 1000
 // for the rest) from lookups, lists and new workflows, in tx. It returns the versions it
 // hid. It writes each version's entry in profiles_deleted (and drops a public one from
 // profiles_public). A used version's record, its rev and its updatedAt, stay as they
-// are, for the workflows that ran it; an unused one's, which no run or node names (a run
+// are, for the workflows that ran it, until PruneDeletedProfiles finds nothing refers
+// to it; an unused one's, which no run or node names (a run
 // marks its version used as it is created), is deleted and frees its place under the
 // tenant's bound: before, every deleted version was kept and counted, and a tenant that
 // defined and deleted versions reached its bound for good. Before, too, every version

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"slices"
 	"time"
 
@@ -72,7 +73,8 @@ func endedRun(k []byte) []byte {
 // its node's record still names (runNamed: its last workflow, its failure, ...) is kept
 // and its entry moved to the transaction's time, to be looked at again a retention
 // later. A run's claim left behind (its registry stopped before it released it) goes
-// with the run.
+// with the run, and so does its entry in profiles_refs, found by the version's key its
+// entry's value holds (runEndValue).
 func (t *Tx) PruneRuns(cutoff time.Time) (int, error) {
 	end := expiryTime(cutoff)
 	type entry struct{ key, node []byte }
@@ -90,7 +92,7 @@ func (t *Tx) PruneRuns(cutoff time.Time) (int, error) {
 		if id == nil {
 			continue
 		}
-		node := string(e.node)
+		node, version := parseRunEndValue(e.node)
 		if named[node] == nil {
 			refs, err := t.runsNamed(node)
 			if err != nil {
@@ -106,6 +108,11 @@ func (t *Tx) PruneRuns(cutoff time.Time) (int, error) {
 		}
 		if err := t.del(bucketRuns, id); err != nil {
 			return 0, err
+		}
+		if version != nil {
+			if err := t.del(bucketProfileRefs, versionRefKey(version, refRun, string(id))); err != nil {
+				return 0, err
+			}
 		}
 		if t.getRaw(bucketRunClaims, id) != nil {
 			if err := t.del(bucketRunClaims, id); err != nil {
@@ -185,9 +192,11 @@ func (t *Tx) IndexEndedRuns() (done bool, err error) {
 		n++
 		last = slices.Clone(k)
 		var r struct {
-			Node       string    `json:"nodeId"`
-			State      string    `json:"state"`
-			FinishedAt time.Time `json:"finishedAt"`
+			Node       string          `json:"nodeId"`
+			Profile    ProfileRef      `json:"profile"`
+			Document   json.RawMessage `json:"document"`
+			State      string          `json:"state"`
+			FinishedAt time.Time       `json:"finishedAt"`
 			Steps      []struct {
 				Use string `json:"use"`
 			} `json:"steps"`
@@ -199,7 +208,7 @@ func (t *Tx) IndexEndedRuns() (done bool, err error) {
 		for i, s := range r.Steps {
 			uses[i] = s.Use
 		}
-		found = append(found, ended{runEndKey(pruneFrom(r.FinishedAt, uses), string(k)), []byte(r.Node)})
+		found = append(found, ended{runEndKey(pruneFrom(r.FinishedAt, uses), string(k)), runEndValue(Run{Node: r.Node, Profile: r.Profile, Document: r.Document})})
 	}
 	for _, e := range found {
 		if t.getRaw(bucketRunsByEnd, e.key) == nil {

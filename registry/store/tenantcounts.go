@@ -12,7 +12,8 @@ import (
 
 // TenantBounds bound the objects of each counted kind a tenant may hold in the store:
 // its secrets, its catalog images, its profile versions, deleted ones a workflow used
-// included (such a version is kept for the runs that used it), its credentials, revoked
+// included (such a version is kept while its runs or nodes refer to it:
+// PruneDeletedProfiles), its credentials, revoked
 // and expired ones included until they are pruned, its pools and its nodes, retired ones
 // included. One more is INVALID_STATE, reason quota, nothing written, so that one
 // tenant cannot fill the store every tenant shares (a bbolt file; an etcd cluster, 2 GiB
@@ -97,7 +98,7 @@ var (
 		free: "an image is kept for ever (there is no delete): the registry's operator may raise the bound", since: formatTenantCounts}
 	countProfileVersions = &countedKind{name: "profile-versions", bucket: bucketProfiles,
 		bound: func(b TenantBounds) int { return b.ProfileVersions }, flag: "--tenant-profile-versions",
-		free: "delete a version no workflow ran (`profiles delete ID --profile-version N`; a deleted version a workflow ran is kept for it): the registry's operator may raise the bound", since: formatTenantCounts}
+		free: "delete a version no workflow ran (`profiles delete ID --profile-version N`; a deleted version a workflow ran is kept while a run of it is stored or a node names it, then pruned): the registry's operator may raise the bound", since: formatTenantCounts}
 	countCredentials = &countedKind{name: "credentials", bucket: bucketCredentials,
 		owner: func(key, v []byte) (string, error) {
 			var c Credential

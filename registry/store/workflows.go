@@ -173,7 +173,8 @@ const (
 
 // CreateRun stores a new run, running, with a new id. A run without a document of its
 // own refers to a stored version, which must be marked used first (MarkProfileUsed):
-// only then is it the document the run was started with for good.
+// only then is it the document the run was started with for good. Its entry in
+// profiles_refs keeps the version's record while the run is stored.
 func (t *Tx) CreateRun(r Run) (Run, error) {
 	if len(r.Steps) == 0 {
 		return r, proto.Errorf(proto.InvalidInput, "profile %s@%d has no steps to run", r.Profile.ID, r.Profile.Version)
@@ -195,6 +196,11 @@ func (t *Tx) CreateRun(r Run) (Run, error) {
 	}
 	if err := t.putRaw(bucketRunningRuns, []byte(r.ID), nil); err != nil {
 		return r, err
+	}
+	if ref := runRefersToVersion(r); ref != nil {
+		if err := t.putRaw(bucketProfileRefs, profileRefKey(*ref, refRun, r.ID), []byte(r.Node)); err != nil {
+			return r, err
+		}
 	}
 	return r, t.putRun(&r, nil)
 }
@@ -265,7 +271,7 @@ func (t *Tx) UpdateRun(id string, change func(*Run) error) (Run, error) {
 		if err := t.del(bucketRunningRuns, []byte(id)); err != nil {
 			return old, err
 		}
-		if err := t.putRaw(bucketRunsByEnd, runEndKey(pruneFrom(t.now, stepUses(r.Steps)), id), []byte(r.Node)); err != nil {
+		if err := t.putRaw(bucketRunsByEnd, runEndKey(pruneFrom(t.now, stepUses(r.Steps)), id), runEndValue(r)); err != nil {
 			return old, err
 		}
 	default:
