@@ -23,8 +23,12 @@ import (
 	"github.com/better-compute/better-compute/registry/api"
 )
 
-// Path is where the console is served.
-const Path = "/ui/"
+// Path is where the console is served; Root, the same without its slash, is sent there
+// by the console too, with its headers.
+const (
+	Path = Root + "/"
+	Root = "/ui"
+)
 
 //go:embed templates/*.html
 var templateFiles embed.FS
@@ -62,7 +66,11 @@ func New(cfg Config) *Console {
 	}
 	c := &Console{api: cfg.API, log: cfg.Log, now: cfg.Now, sessions: newSessions(cfg.Now), pages: parsePages(), mux: http.NewServeMux()}
 	assets, _ := fs.Sub(assetFiles, "assets")
-	c.mux.Handle("GET /ui/assets/", http.StripPrefix("/ui/assets/", http.FileServerFS(assets)))
+	files := http.FileServerFS(assets)
+	c.mux.Handle("GET /ui/assets/", http.StripPrefix("/ui/assets/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		files.ServeHTTP(headersKept{w}, r)
+	})))
+	c.mux.HandleFunc(Root, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, Path, http.StatusTemporaryRedirect) })
 	c.mux.HandleFunc("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/nodes", http.StatusSeeOther) })
 	c.mux.HandleFunc("GET /ui/signin", c.visited(c.signinForm))
 	c.mux.HandleFunc("POST /ui/signin", c.signin)
@@ -88,14 +96,28 @@ func New(cfg Config) *Console {
 // ServeHTTP serves the console with headers that keep its pages to themselves: only its
 // own scripts, styles and forms, never framed, never cached, no referrer to other sites.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
+	setHeaders(w.Header())
+	c.mux.ServeHTTP(w, r)
+}
+
+// setHeaders sets the console's headers on an answer.
+func setHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin") // no-referrer would make browsers send Origin: null on the console's own forms
 	h.Set("Cache-Control", "no-store")
 	h.Set("Strict-Transport-Security", "max-age=31536000")
-	c.mux.ServeHTTP(w, r)
+}
+
+// headersKept sets the console's headers again as its answer's status is written:
+// http.FileServer deletes Cache-Control from an error's answer (a file missing, a range
+// past its end) before it writes the error's status.
+type headersKept struct{ http.ResponseWriter }
+
+func (w headersKept) WriteHeader(status int) {
+	setHeaders(w.Header())
+	w.ResponseWriter.WriteHeader(status)
 }
 
 // view is what every page's layout shows, with the page's own data.
