@@ -1,16 +1,13 @@
 package registry
 
 import (
-	"context"
 	"log/slog"
 	"maps"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/metricshttp"
 	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/metrics"
 	"github.com/better-compute/better-compute/registry/store"
@@ -158,28 +155,10 @@ func allPages(page func(store.Page) (string, error)) error {
 	}
 }
 
-// serveMetrics serves m at /metrics on addr (HTTP, no credential: nothing in it is
-// secret) until stop is called; "" serves none.
+// serveMetrics serves m at /metrics on addr until stop is called; "" serves none.
 func serveMetrics(addr string, m *metrics.Registry, log *slog.Logger) (_ net.Addr, stop func(), _ error) {
 	if addr == "" {
 		return nil, func() {}, nil
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, proto.Errorf(proto.InvalidConfig, "listen on %s: %v (pick another --metrics-listen address)", addr, err).WithPath("--metrics-listen")
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", m.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
-		IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	go func() {
-		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
-			log.Error("metrics listener", "err", err)
-		}
-	}()
-	return ln.Addr(), func() {
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(shutdown)
-	}, nil
+	return metricshttp.Serve(addr, "--metrics-listen", m.Handler(), log)
 }

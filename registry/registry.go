@@ -284,7 +284,9 @@ func New(cfg Config) (_ *Registry, err error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+joinwire.WellKnownPath, wellKnown)
 	mux.Handle("/", apiSrv)
-	mux.Handle(console.Path, console.New(console.Config{API: apiSrv, Log: cfg.Log, Now: cfg.Clock.Now}))
+	ui := console.New(console.Config{API: apiSrv, Log: cfg.Log, Now: cfg.Clock.Now})
+	mux.Handle(console.Path, ui)
+	mux.Handle(console.Root, ui)
 	r.httpsSrv = &http.Server{
 		Handler:   mux,
 		TLSConfig: &tls.Config{GetCertificate: cert.get, MinVersion: tls.VersionTLS13},

@@ -12,13 +12,11 @@ package metrics
 import (
 	"log/slog"
 	"net"
-	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/better-compute/better-compute/cache"
 	"github.com/better-compute/better-compute/hostconverge"
-	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/metricshttp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -181,19 +179,9 @@ func (n *Node) Pass(results []hostconverge.UnitResult) {
 	}
 }
 
-// Serve answers /metrics on addr (HTTP, no credential: nothing in it is secret) with
-// g's metrics until stop is called, and returns the address it listens on. It fails
-// with INVALID_CONFIG at path when addr cannot be listened on.
+// Serve answers /metrics on addr with g's metrics until stop is called, two scrapes at
+// once, and returns the address it listens on (metricshttp.Serve). It fails with
+// INVALID_CONFIG at path when addr cannot be listened on.
 func Serve(addr, path string, g prometheus.Gatherer, log *slog.Logger) (_ net.Addr, stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, proto.Errorf(proto.InvalidConfig, "listen on %s: %v (pick another address)", addr, err).WithPath(path)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{MaxRequestsInFlight: 2}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
-		IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	go srv.Serve(ln)
-	log.Info("metrics listening", "url", "http://"+ln.Addr().String()+"/metrics")
-	return ln.Addr(), func() { srv.Close() }, nil
+	return metricshttp.Serve(addr, path, promhttp.HandlerFor(g, promhttp.HandlerOpts{MaxRequestsInFlight: 2}), log)
 }

@@ -23,8 +23,12 @@ import (
 	"github.com/better-compute/better-compute/registry/api"
 )
 
-// Path is where the console is served.
-const Path = "/ui/"
+// Path is where the console is served; Root, the same without its slash, is sent there
+// by the console too, with its headers.
+const (
+	Path = Root + "/"
+	Root = "/ui"
+)
 
 //go:embed templates/*.html
 var templateFiles embed.FS
@@ -62,9 +66,13 @@ func New(cfg Config) *Console {
 	}
 	c := &Console{api: cfg.API, log: cfg.Log, now: cfg.Now, sessions: newSessions(cfg.Now), pages: parsePages(), mux: http.NewServeMux()}
 	assets, _ := fs.Sub(assetFiles, "assets")
-	c.mux.Handle("GET /ui/assets/", http.StripPrefix("/ui/assets/", http.FileServerFS(assets)))
+	files := http.FileServerFS(assets)
+	c.mux.Handle("GET /ui/assets/", http.StripPrefix("/ui/assets/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		files.ServeHTTP(headersKept{w}, r)
+	})))
+	c.mux.HandleFunc(Root, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, Path, http.StatusTemporaryRedirect) })
 	c.mux.HandleFunc("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/nodes", http.StatusSeeOther) })
-	c.mux.HandleFunc("GET /ui/signin", c.signinForm)
+	c.mux.HandleFunc("GET /ui/signin", c.visited(c.signinForm))
 	c.mux.HandleFunc("POST /ui/signin", c.signin)
 	c.mux.HandleFunc("POST /ui/signout", c.form(c.signout))
 	c.mux.HandleFunc("GET /ui/nodes", c.page(c.nodes))
@@ -88,14 +96,28 @@ func New(cfg Config) *Console {
 // ServeHTTP serves the console with headers that keep its pages to themselves: only its
 // own scripts, styles and forms, never framed, never cached, no referrer to other sites.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
+	setHeaders(w.Header())
+	c.mux.ServeHTTP(w, r)
+}
+
+// setHeaders sets the console's headers on an answer.
+func setHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "same-origin") // no-referrer would make browsers send Origin: null on the console's own forms
 	h.Set("Cache-Control", "no-store")
 	h.Set("Strict-Transport-Security", "max-age=31536000")
-	c.mux.ServeHTTP(w, r)
+}
+
+// headersKept sets the console's headers again as its answer's status is written:
+// http.FileServer deletes Cache-Control from an error's answer (a file missing, a range
+// past its end) before it writes the error's status.
+type headersKept struct{ http.ResponseWriter }
+
+func (w headersKept) WriteHeader(status int) {
+	setHeaders(w.Header())
+	w.ResponseWriter.WriteHeader(status)
 }
 
 // view is what every page's layout shows, with the page's own data.
@@ -121,15 +143,38 @@ func (c *Console) client(credential string) *api.Client {
 	return api.NewHandlerClient(c.api, credential)
 }
 
-// page serves a page to a signed-in browser, sending any other to the sign-in page.
+// page serves a page to a signed-in browser, sending any other to the sign-in page; a
+// fetch visited refuses is refused first.
 func (c *Console) page(h func(w http.ResponseWriter, r *http.Request, s *session)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return c.visited(func(w http.ResponseWriter, r *http.Request) {
 		s := c.sessions.of(r)
 		if s == nil {
 			http.Redirect(w, r, "/ui/signin", http.StatusSeeOther)
 			return
 		}
 		h(w, r, s)
+	})
+}
+
+// visited serves a page that calls the API or sets a cookie only when the browser
+// fetched it from the console's own pages (fetchedHere) or opens it as a page of its own
+// (navigated: a link followed, the address bar, a bookmark). A page of another origin of
+// the same site (a sibling subdomain, another https port of the host) is sent the
+// SameSite=Strict cookies: it may link to the console, but an image, a script, a style,
+// a frame or a fetch of a console page it loaded would call the API as the operator's
+// session, counted against the tenant's bounds, or replace the sign-in form's cookie.
+// Those are refused FORBIDDEN before anything else, and logged.
+func (c *Console) visited(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if fetchedHere(r) || navigated(r) {
+			h(w, r)
+			return
+		}
+		site, dest := r.Header.Get("Sec-Fetch-Site"), r.Header.Get("Sec-Fetch-Dest")
+		e := proto.Errorf(proto.Forbidden, "a console page is opened by a link or the address bar, not loaded into another origin's page (Sec-Fetch-Site %s, Sec-Fetch-Dest %s): open https://%s%s",
+			proto.Quote(site), proto.Quote(dest), r.Host, proto.Quote(r.URL.Path))
+		c.log.Info("console fetch refused", "path", proto.Quote(r.URL.Path), "site", proto.Quote(site), "dest", proto.Quote(dest), "code", e.Code)
+		c.render(w, r, e.Code.HTTPStatus(), "error", nil, view{Title: "Refused", Err: e})
 	}
 }
 
@@ -207,8 +252,15 @@ func (c *Console) signinForm(w http.ResponseWriter, r *http.Request) {
 	c.showSignin(w, r, http.StatusOK, nil)
 }
 
+// showSignin shows the sign-in page with the token of the browser's sign-in cookie,
+// renewed, or a fresh one when it holds none: a sign-in page opened again (another tab,
+// a link from another page of the site) leaves the token of a form shown before as it
+// was, so that form still signs in.
 func (c *Console) showSignin(w http.ResponseWriter, r *http.Request, status int, err *proto.Error) {
 	token := randomToken()
+	if cookie, e := r.Cookie(signinCookie); e == nil && isToken(cookie.Value) {
+		token = cookie.Value
+	}
 	setCookie(w, signinCookie, token, signinLifetime)
 	c.render(w, r, status, "signin", nil, view{Title: "Sign in", CSRF: token, Err: err})
 }

@@ -73,6 +73,12 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// isToken reports whether s has the shape of randomToken's.
+func isToken(s string) bool {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	return err == nil && len(b) == 32
+}
+
 // start keeps s and returns the id its cookie carries.
 func (ss *sessions) start(s *session) string {
 	id := randomToken()
@@ -197,6 +203,13 @@ func clearCookie(w http.ResponseWriter, name string) {
 // serves sends it on a POST.
 func sameOrigin(r *http.Request) bool {
 	return fetchedHere(r) && r.Header.Get("Origin") == "https://"+r.Host
+}
+
+// navigated reports whether r is a browser's top-level navigation (Sec-Fetch-Mode:
+// navigate, Sec-Fetch-Dest: document): a link followed, the address bar, a bookmark, a
+// form's GET; a frame's navigation (Sec-Fetch-Dest: iframe) is not one.
+func navigated(r *http.Request) bool {
+	return r.Header.Get("Sec-Fetch-Mode") == "navigate" && r.Header.Get("Sec-Fetch-Dest") == "document"
 }
 
 // fetchedHere reports whether a browser's Sec-Fetch-Site, when sent, says r comes from
