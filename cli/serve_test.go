@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -619,4 +620,39 @@ func TestServeRefusesALostSecretsKey(t *testing.T) {
 		t.Errorf("the start with --secrets-key-lost logs nothing of it:\n%s", reg.Stderr)
 	}
 	testkit.StartRegistry(t, dir).Stop()
+}
+
+// TestServePrintsItsJSONInTheAPIsCase: `serve --format json` prints what it started with
+// the keys the README lists, camelCase as every other command's JSON, each with
+// its value; before, it printed Go's field names (URL, AdminConfig, FirstStart, ...).
+func TestServePrintsItsJSONInTheAPIsCase(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	kek := filepath.Join(t.TempDir(), "kek")
+	cmd := exec.Command(testkit.Binary(t, "better-compute"), "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0",
+		"--metrics-listen", "127.0.0.1:0", "--kek-file", kek, "--format", "json")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	var info map[string]any
+	if err := json.NewDecoder(stdout).Decode(&info); err != nil {
+		t.Fatalf("serve's JSON: %v", err)
+	}
+	var keys []string
+	for k := range info {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	want := []string{"adminConfig", "agentEndpoint", "agentEndpoints", "firstStart", "kekFile", "kekMade", "metricsUrl", "pins", "pinsFile", "url"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("serve --format json printed the keys %q, want %q:\n%v", keys, want, info)
+	}
+	if info["adminConfig"] != filepath.Join(dir, "admin.conf") || info["pinsFile"] != filepath.Join(dir, "pins.json") || info["kekFile"] != kek ||
+		info["firstStart"] != true || info["kekMade"] != true || !strings.HasPrefix(info["url"].(string), "https://127.0.0.1:") {
+		t.Errorf("serve --format json: %v", info)
+	}
 }
