@@ -26,7 +26,7 @@ func TestStoreCopyThenServeOnEtcd(t *testing.T) {
 	endpoints := strings.Join(cluster.Endpoints, ",")
 	reg := testkit.StartRegistry(t, "")
 	testkit.JSON(t, reg.AdminConfig, nil, "tenants", "create", "acme")
-	if res := testkit.CLI(t, reg.AdminConfig, "store", "copy", "--from-data-dir", reg.DataDir, "--to-etcd-endpoints", endpoints); res.Code != 1 || !strings.Contains(res.Stderr, "stop the registry") {
+	if res := testkit.CLI(t, reg.AdminConfig, "store", "copy", "--from-data-dir", reg.DataDir, "--to-etcd-endpoints", endpoints); res.Code != 1 || !strings.Contains(res.Stderr, "stop that registry") {
 		t.Fatalf("copy of a running registry: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
 	reg.Stop()
