@@ -589,7 +589,7 @@ func TestLifecycleRequestsStayInTheTenant(t *testing.T) {
 }
 
 // TestNotFoundSaysWhoseForRootOnly: the root tenant's admin naming another tenant's node,
-// workflow, profile, pool or image is told which tenant has it and the flag to add; tenant beta naming
+// workflow, profile, pool (to enroll a machine in it too) or image is told which tenant has it and the flag to add; tenant beta naming
 // acme's gets exactly the answer of an id that does not exist, command by command.
 func TestNotFoundSaysWhoseForRootOnly(t *testing.T) {
 	admin := testkit.StartRegistry(t, "").AdminConfig
@@ -622,6 +622,7 @@ func TestNotFoundSaysWhoseForRootOnly(t *testing.T) {
 		"profiles get":          {[]string{"profiles", "get", "ID"}, "joins-as-node", "joins-as-nobody"},
 		"pools get":             {[]string{"pools", "get", "ID"}, "train", "walk"},
 		"pools update":          {[]string{"pools", "update", "ID", "--prewarm", "acme-os@1"}, "train", "walk"},
+		"nodes enroll":          {[]string{"nodes", "enroll", "--pool", "ID", "--mac", "52:54:00:00:00:09", "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2"}, "train", "walk"},
 		"images get":            {[]string{"images", "get", "ID"}, img.ID, "img_0123456789abcdef"},
 		"images promote":        {[]string{"images", "promote", "ID"}, img.ID, "img_0123456789abcdef"},
 	}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -496,15 +497,7 @@ func TestServeRemovesLeftoversOfAKilledStart(t *testing.T) {
 func TestServeSuggestsTheBinaryAsRun(t *testing.T) {
 	bin := testkit.Binary(t, "better-compute")
 	dir := filepath.Join(t.TempDir(), "data")
-	cmd := exec.Command(bin, "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	stdout := startServe(t, dir)
 	want := fmt.Sprintf("try: BC_CONFIG=%s %s profiles list", filepath.Join(dir, "admin.conf"), bin)
 	var printed strings.Builder
 	buf := make([]byte, 4096)
@@ -619,4 +612,45 @@ func TestServeRefusesALostSecretsKey(t *testing.T) {
 		t.Errorf("the start with --secrets-key-lost logs nothing of it:\n%s", reg.Stderr)
 	}
 	testkit.StartRegistry(t, dir).Stop()
+}
+
+// TestServePrintsItsJSONInTheAPIsCase: `serve --format json` prints what it started with
+// the keys the README lists, camelCase as every other command's JSON, each with
+// its value; before, it printed Go's field names (URL, AdminConfig, FirstStart, ...).
+func TestServePrintsItsJSONInTheAPIsCase(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	kek := filepath.Join(t.TempDir(), "kek")
+	var info map[string]any
+	if err := json.NewDecoder(startServe(t, dir, "--metrics-listen", "127.0.0.1:0", "--kek-file", kek, "--format", "json")).Decode(&info); err != nil {
+		t.Fatalf("serve's JSON: %v", err)
+	}
+	var keys []string
+	for k := range info {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	want := []string{"adminConfig", "agentEndpoint", "agentEndpoints", "firstStart", "kekFile", "kekMade", "metricsUrl", "pins", "pinsFile", "url"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("serve --format json printed the keys %q, want %q:\n%v", keys, want, info)
+	}
+	if info["adminConfig"] != filepath.Join(dir, "admin.conf") || info["pinsFile"] != filepath.Join(dir, "pins.json") || info["kekFile"] != kek ||
+		info["firstStart"] != true || info["kekMade"] != true || !strings.HasPrefix(info["url"].(string), "https://127.0.0.1:") {
+		t.Errorf("serve --format json: %v", info)
+	}
+}
+
+// startServe starts `serve` on the data directory dir, on loopback ports, with args
+// added, and returns what it prints on standard output; it is stopped when the test ends.
+func startServe(t *testing.T, dir string, args ...string) io.Reader {
+	t.Helper()
+	cmd := exec.Command(testkit.Binary(t, "better-compute"), append([]string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	return stdout
 }

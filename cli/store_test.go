@@ -26,7 +26,7 @@ func TestStoreCopyThenServeOnEtcd(t *testing.T) {
 	endpoints := strings.Join(cluster.Endpoints, ",")
 	reg := testkit.StartRegistry(t, "")
 	testkit.JSON(t, reg.AdminConfig, nil, "tenants", "create", "acme")
-	if res := testkit.CLI(t, reg.AdminConfig, "store", "copy", "--from-data-dir", reg.DataDir, "--to-etcd-endpoints", endpoints); res.Code != 1 || !strings.Contains(res.Stderr, "stop the registry") {
+	if res := testkit.CLI(t, reg.AdminConfig, "store", "copy", "--from-data-dir", reg.DataDir, "--to-etcd-endpoints", endpoints); res.Code != 1 || !strings.Contains(res.Stderr, "stop that registry") {
 		t.Fatalf("copy of a running registry: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
 	reg.Stop()
@@ -109,7 +109,7 @@ func TestServeRefusesAClusterThatCannotTakeItsWrites(t *testing.T) {
 func TestStoreCheckReportsWhatTheStoreHolds(t *testing.T) {
 	reg := testkit.StartRegistry(t, "")
 	testkit.JSON(t, reg.AdminConfig, nil, "tenants", "create", "acme")
-	if res := testkit.CLI(t, "", "store", "check", "--data-dir", reg.DataDir); res.Code != 1 || !strings.Contains(res.Stderr, "stop it") {
+	if res := testkit.CLI(t, "", "store", "check", "--data-dir", reg.DataDir); res.Code != 1 || !strings.Contains(res.Stderr, "stop that registry") {
 		t.Fatalf("check of a running registry's file: exit %d, want 1 saying to stop it\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
 	reg.Stop()
@@ -255,4 +255,35 @@ func TestReplicaExitsWhenTheFormatIsRaised(t *testing.T) {
 			t.Errorf("the replica's log does not say %q:\n%s", want, log)
 		}
 	}
+}
+
+// TestAStoreARunningRegistryHoldsIsRefusedAtItsFlag: `store check`, `store copy` and a
+// second `serve` on the data directory of a running registry are INVALID_STATE at the
+// flag naming that directory, saying to stop the registry or work on a copy, and change
+// nothing: the running registry goes on answering from the same admin.conf. Before, all
+// three were INTERNAL with no path, which the README says is never a failure on the
+// CLI's side.
+func TestAStoreARunningRegistryHoldsIsRefusedAtItsFlag(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	conf, err := os.ReadFile(reg.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flag string
+		args []string
+	}{
+		{"--data-dir", []string{"store", "check", "--data-dir", reg.DataDir}},
+		{"--from-data-dir", []string{"store", "copy", "--from-data-dir", reg.DataDir, "--to-etcd-endpoints", "https://127.0.0.1:1"}},
+		{"--data-dir", []string{"serve", "--data-dir", reg.DataDir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0"}},
+	} {
+		e := testkit.Fails(t, "", c.args...)
+		if e.Code != "INVALID_STATE" || e.Details.Path != c.flag || !strings.Contains(e.Message, "stop that registry first") {
+			t.Errorf("%v on a running registry's data directory: %+v, want INVALID_STATE at %s saying to stop it", c.args, e, c.flag)
+		}
+	}
+	if after, err := os.ReadFile(reg.AdminConfig); err != nil || !bytes.Equal(conf, after) {
+		t.Errorf("a refused start changed admin.conf (%v)", err)
+	}
+	testkit.JSON(t, reg.AdminConfig, nil, "tenants", "list")
 }

@@ -90,7 +90,7 @@ var tenantCommands = []command{{
 			}{made.Credential, *out.path} // the secret is shown only in the file
 			x.print(row, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "ID\tTENANT\tACTIONS\tEXPIRES\tCONFIG")
-				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\n", made.ID, made.TenantID, made.Actions, orDash(made.ExpiresAt), *out.path)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", made.ID, made.TenantID, strings.Join(made.Actions, ","), orDash(made.ExpiresAt), *out.path)
 			})
 			return nil
 		}

@@ -737,3 +737,26 @@ func TestNoVersionOrIDReachesAnotherTenant(t *testing.T) {
 		t.Errorf("a refused deploy started workflow %s on beta's node", bn.Node.Workflow)
 	}
 }
+
+// TestCredentialsCreateShowsActionsAsListDoes: the table `credentials create` prints
+// gives the new credential's actions as `credentials list` gives them, comma-separated,
+// the form --actions takes, so the row can be read back and compared; before, create
+// printed Go's form of a list, [compute:profiles:manage compute:profiles:read].
+func TestCredentialsCreateShowsActionsAsListDoes(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	testkit.JSON(t, reg.AdminConfig, nil, "tenants", "create", "acme")
+	actions := "compute:profiles:manage,compute:profiles:read"
+	made := testkit.CLI(t, reg.AdminConfig, "credentials", "create", "--tenant", "acme", "--actions", actions, "--out", filepath.Join(t.TempDir(), "acme.conf"))
+	listed := testkit.CLI(t, reg.AdminConfig, "credentials", "list", "--tenant", "acme")
+	// cell is the ACTIONS cell of the one row of a table, its third column.
+	cell := func(res testkit.Result) string {
+		lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+		if res.Code != 0 || len(lines) != 2 || len(strings.Fields(lines[1])) < 3 {
+			t.Fatalf("exit %d, want a header and one row:\n%s%s", res.Code, res.Stdout, res.Stderr)
+		}
+		return strings.Fields(lines[1])[2]
+	}
+	if got, want := cell(made), cell(listed); got != actions || want != actions {
+		t.Errorf("ACTIONS: credentials create %q, credentials list %q; want both %q", got, want, actions)
+	}
+}

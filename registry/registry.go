@@ -96,32 +96,33 @@ type Config struct {
 	Clock clock.Clock
 }
 
-// Info describes a running registry, for the operator.
+// Info describes a running registry, for the operator; `serve --format json` prints it,
+// in the API's camelCase as every other command's JSON.
 type Info struct {
 	// URL is the API's base URL.
-	URL string
+	URL string `json:"url"`
 	// AdminConfig is the path of the admin's CLI config.
-	AdminConfig string
+	AdminConfig string `json:"adminConfig"`
 	// FirstStart is true when this start made the root tenant and its admin credential.
-	FirstStart bool
+	FirstStart bool `json:"firstStart"`
 	// AdminConfigStale, when set, says that AdminConfig holds a credential the store
 	// refuses (revoked by a rotation on another replica, say) and what to do.
-	AdminConfigStale string `json:",omitempty"`
+	AdminConfigStale string `json:"adminConfigStale,omitempty"`
 	// KEKFile is the key-encryption key file the registry's keys are sealed with, when
 	// they are; KEKMade is true when this start made it.
-	KEKFile string `json:",omitempty"`
-	KEKMade bool   `json:",omitempty"`
+	KEKFile string `json:"kekFile,omitempty"`
+	KEKMade bool   `json:"kekMade,omitempty"`
 	// AgentEndpoint is the agents' QUIC endpoint as agents on this host dial it.
-	AgentEndpoint string
+	AgentEndpoint string `json:"agentEndpoint"`
 	// AgentEndpoints are the agent endpoints the registry advertises to agents
 	// (Config.AgentEndpoints, else AgentEndpoint).
-	AgentEndpoints []string
+	AgentEndpoints []string `json:"agentEndpoints"`
 	// Pins are what `bcd join` must be given to trust this registry; also in PinsFile.
-	Pins     joinwire.Pins
-	PinsFile string
+	Pins     joinwire.Pins `json:"pins"`
+	PinsFile string        `json:"pinsFile"`
 	// MetricsURL is where Prometheus scrapes the registry's metrics; "" when it serves
 	// none.
-	MetricsURL string `json:",omitempty"`
+	MetricsURL string `json:"metricsUrl,omitempty"`
 }
 
 // Registry is one registry process's parts: its store, keys, listeners, agent endpoint

@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 
@@ -41,12 +40,13 @@ const (
 )
 
 // openStore opens the store sc names, the bbolt one in dataDir by default. A store of a
-// format this release cannot read is INVALID_CONFIG at the flag naming it.
+// format this release cannot read is INVALID_CONFIG at the flag naming it, and a bbolt
+// file a running registry holds INVALID_STATE at --data-dir.
 func (sc StoreConfig) openStore(dataDir string, opts store.Options) (*store.Store, error) {
 	switch sc.Backend {
 	case "", "bbolt":
 		s, err := store.Open(dataDir, opts)
-		return s, formatAt(err, "--data-dir")
+		return s, storeAt(err, "--data-dir")
 	case "etcd":
 		cfg, err := sc.etcd()
 		if err != nil {
@@ -54,15 +54,16 @@ func (sc StoreConfig) openStore(dataDir string, opts store.Options) (*store.Stor
 		}
 		cfg.CheckLimits = !opts.ReadOnly // the probe writes
 		s, err := store.OpenEtcd(cfg, opts)
-		return s, formatAt(err, "--etcd-prefix")
+		return s, storeAt(err, "--etcd-prefix")
 	}
 	return nil, proto.Errorf(proto.InvalidInput, "store %q is neither bbolt nor etcd", sc.Backend).WithPath("--store")
 }
 
-// formatAt names flag as the path of err when err refuses a store of a format this
-// release cannot read (store.FormatError), and returns any other err as it is.
-func formatAt(err error, flag string) error {
-	if _, ok := errors.AsType[*store.FormatError](err); !ok {
+// storeAt names flag as the path of err when err refuses a store of a format this
+// release cannot read (store.FormatError) or a bbolt file another process holds
+// (store.ErrLocked), and returns any other err as it is.
+func storeAt(err error, flag string) error {
+	if _, ok := errors.AsType[*store.FormatError](err); !ok && !errors.Is(err, store.ErrLocked) {
 		return err
 	}
 	if pe, ok := errors.AsType[*proto.Error](err); ok {
@@ -119,17 +120,14 @@ func CopyStore(dataDir string, to StoreConfig, progress func(phase, bucket strin
 		return CopySummary{}, proto.Errorf(proto.InvalidInput, "no store in %s: %v", dataDir, err).WithPath("--from-data-dir")
 	}
 	src, err := store.Open(dataDir, store.Options{})
-	if _, ok := errors.AsType[*store.FormatError](err); ok {
-		return CopySummary{}, formatAt(err, "--from-data-dir")
-	}
 	if err != nil {
-		return CopySummary{}, fmt.Errorf("%w (stop the registry before copying its store)", err)
+		return CopySummary{}, storeAt(err, "--from-data-dir")
 	}
 	defer src.Close()
 	to.Backend = "etcd"
 	dst, err := to.openStore("", store.Options{})
 	if err != nil {
-		return CopySummary{}, formatAt(err, "--to-etcd-prefix")
+		return CopySummary{}, storeAt(err, "--to-etcd-prefix")
 	}
 	defer dst.Close()
 	stats, err := src.CopyTo(dst, progress)
@@ -155,9 +153,6 @@ func CheckStore(dataDir string, sc StoreConfig) (CheckSummary, error) {
 	}
 	s, err := sc.openStore(dataDir, store.Options{ReadOnly: true})
 	if err != nil {
-		if errors.Is(err, store.ErrLocked) {
-			return CheckSummary{}, fmt.Errorf("%w: a running registry holds the file; stop it, or check a copy of the data directory", err)
-		}
 		return CheckSummary{}, err
 	}
 	defer s.Close()

@@ -190,7 +190,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 				BMC: store.BMC(req.BMC), HardwareProfile: req.HardwareProfile, Labels: req.Labels, Drivers: bindings(req.Drivers),
 				Platform: c.Tenant == store.RootTenant})
 			out, run = nodeOf(n), r
-			return err
+			return c.elsewhere(err, "pool", tenant, poolOwner(tx, req.Pool))
 		})
 		if err == nil {
 			svc.Start(run)

@@ -10,6 +10,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/better-compute/better-compute/fsutil"
+	"github.com/better-compute/better-compute/proto"
 )
 
 // FileName is the name of the store's file inside the data directory.
@@ -43,7 +44,7 @@ func openBbolt(dataDir string, lockTimeout time.Duration, readOnly bool) (*bbolt
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, InitialMmapSize: boltMapped, ReadOnly: readOnly})
 	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("%s: %w (stop the other registry first)", path, ErrLocked)
+		return nil, proto.Errorf(proto.InvalidState, "%s: %w: a running registry holds it; stop that registry first, or work on a copy of its data directory", path, ErrLocked)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
