@@ -10,7 +10,7 @@ import (
 // recordBuckets hold records (the schema byte, then JSON); the other buckets hold index
 // entries or raw keys.
 var recordBuckets = []string{bucketTenants, bucketSites, bucketPools, bucketNodes, bucketImages, bucketImageSigners,
-	bucketRuns, bucketNodeSpecs, bucketCredentials, bucketJoinTokens, bucketImageLocations, bucketSiteCacheReports,
+	bucketRuns, bucketNodeSpecs, bucketCredentials, bucketJoinTokens, bucketImageLocations, bucketSiteLocations, bucketSiteCacheReports,
 	bucketEvents, bucketEventHeads, bucketProfiles}
 
 // index is an index bucket and the record each of its entries names.
@@ -47,7 +47,8 @@ var indexes = []index{
 // and none other, agent-commands-by-expiry an entry for each relayed command and none
 // other, join_tokens_by_node an entry for each join token and none other, and
 // tenant_counts each tenant's number of objects of each counted kind and none other,
-// and image_digests an entry for each image, under its digest and tenant, and none other.
+// and image_digests an entry for each image, under its digest and tenant, and none other,
+// and site_locations no location no catalog image has, image_locations none left.
 // It returns every problem found, joined.
 func (s *Store) Check() error {
 	errs := s.kv.check()
@@ -83,6 +84,9 @@ func (s *Store) Check() error {
 		}
 		if f, _ := parseFormat(tx.get(bucketFormat, formatKey)); f >= formatDigestTenants {
 			errs = append(errs, s.tx(tx).checkImageDigests()...)
+		}
+		if f, _ := parseFormat(tx.get(bucketFormat, formatKey)); f >= formatSiteLocations {
+			errs = append(errs, s.tx(tx).checkSiteLocations()...)
 		}
 		return nil
 	})

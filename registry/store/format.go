@@ -55,7 +55,15 @@ import (
 //	   4 left, not what such a replica writes after it). Raising a store to 5 rewrites
 //	   its keys (indexImageDigests) and counts its objects again (countTenants), and
 //	   stops the replicas of format 4 first.
-const Format = 5
+//	6  the site_locations bucket (locations.go): a site's location of an artifact is
+//	   stored once for its site, digest and source, and each image of that digest and
+//	   source is located by it, rather than once for each image in image_locations, so
+//	   that a site's report writes as many keys for a digest whatever number of images
+//	   name it (past 4,091, one etcd transaction did not take them). A replica of format
+//	   5 reads and writes image_locations alone: it would locate no image after the
+//	   raise, and its reports' writes would be lost. Raising a store to 6 moves its
+//	   locations (moveImageLocations), and stops the replicas of format 5 first.
+const Format = 6
 
 // formatExpiryIndex is the format that added bucketAgentCommandsByExpiry.
 const formatExpiryIndex = 2
@@ -158,6 +166,11 @@ func (s *Store) raiseFormat(readOnly bool) error {
 				return fmt.Errorf("store: indexing the images of each digest by tenant: %w", err)
 			}
 		}
+		if stored < formatSiteLocations {
+			if err := s.moveImageLocations(); err != nil {
+				return fmt.Errorf("store: moving the image locations to one a site, digest and source: %w", err)
+			}
+		}
 		err := s.kv.update(func(tx kvTx) error {
 			if err := read(tx); err != nil || stored == Format {
 				return err
@@ -179,6 +192,11 @@ func (s *Store) raiseFormat(readOnly bool) error {
 			}
 			if stored < formatDigestTenants {
 				if err := s.tx(tx).finalImageDigests(); err != nil {
+					return err
+				}
+			}
+			if stored < formatSiteLocations {
+				if err := s.tx(tx).finalImageLocations(); err != nil {
 					return err
 				}
 			}
