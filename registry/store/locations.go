@@ -32,18 +32,11 @@ type SiteLocation struct {
 }
 
 // ImageLocation is a catalog image's location at a site: the SiteLocation of its
-// digest and source there, read for the image.
+// digest and source there, read for the image. (Before format 6 it was stored, one for
+// each image, its JSON without the source.)
 type ImageLocation struct {
-	Site      string                `json:"siteId"`
-	ImageID   string                `json:"imageId"`
-	Digest    string                `json:"digest"`
-	State     proto.ImageCacheState `json:"state"`
-	SizeBytes int64                 `json:"sizeBytes"`
-	LastUsed  time.Time             `json:"lastUsed,omitzero"`
-	// Reason and RefusedHost are the SiteLocation's.
-	Reason      string    `json:"reason,omitempty"`
-	RefusedHost string    `json:"refusedHost,omitempty"`
-	UpdatedAt   time.Time `json:"updatedAt"`
+	SiteLocation
+	ImageID string `json:"imageId"`
 }
 
 // bucketSiteLocations holds the SiteLocations (format 6 on), keyed siteLocationKey.
@@ -56,8 +49,7 @@ func siteLocationKey(site, digest, source string) []byte {
 
 // of is loc as the location of img.
 func (loc SiteLocation) of(img Image) ImageLocation {
-	return ImageLocation{Site: loc.Site, ImageID: img.ID, Digest: loc.Digest, State: loc.State, SizeBytes: loc.SizeBytes,
-		LastUsed: loc.LastUsed, Reason: loc.Reason, RefusedHost: loc.RefusedHost, UpdatedAt: loc.UpdatedAt}
+	return ImageLocation{SiteLocation: loc, ImageID: img.ID}
 }
 
 // PutSiteLocation writes the location of an artifact for a source at an existing site,

@@ -79,8 +79,8 @@ func (t *Tx) moveImageLocations(keys [][]byte) error {
 // kept.
 func (t *Tx) mergeSiteLocation(old ImageLocation, img Image) error {
 	key := siteLocationKey(old.Site, img.SHA256, img.Source)
-	loc := SiteLocation{Site: old.Site, Digest: img.SHA256, Source: img.Source, State: old.State, SizeBytes: old.SizeBytes,
-		LastUsed: old.LastUsed, Reason: old.Reason, RefusedHost: old.RefusedHost, UpdatedAt: old.UpdatedAt}
+	loc := old.SiteLocation
+	loc.Digest, loc.Source = img.SHA256, img.Source
 	var cur SiteLocation
 	found, err := t.get(bucketSiteLocations, key, &cur)
 	if err != nil {

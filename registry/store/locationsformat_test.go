@@ -42,7 +42,7 @@ func TestAStoreOfFormat5HasItsLocationsMovedAsItIsRaised(t *testing.T) {
 		// As a release of format 5 left them: one location an image, the last written
 		// evicting, the latest use another's.
 		old := func(site string, img Image, state proto.ImageCacheState, used, updated time.Time) ImageLocation {
-			return ImageLocation{Site: site, ImageID: img.ID, Digest: img.SHA256, State: state, SizeBytes: 100, LastUsed: used, UpdatedAt: updated}
+			return SiteLocation{Site: site, Digest: img.SHA256, State: state, SizeBytes: 100, LastUsed: used, UpdatedAt: updated}.of(img)
 		}
 		var olds []ImageLocation
 		for _, img := range imgs {
@@ -92,10 +92,10 @@ func TestAStoreOfFormat5HasItsLocationsMovedAsItIsRaised(t *testing.T) {
 				t.Fatalf("rack-1 locates %d images (%v); want %d", len(locs), err, len(imgs)+1)
 			}
 			for _, loc := range locs {
-				want := ImageLocation{Site: "rack-1", ImageID: loc.ImageID, Digest: d, State: proto.CacheEvicting, SizeBytes: 100,
-					LastUsed: t0.Add(2 * time.Hour), UpdatedAt: t0.Add(time.Hour)}
+				want := ImageLocation{SiteLocation{Site: "rack-1", Digest: d, Source: "https://x/y", State: proto.CacheEvicting, SizeBytes: 100,
+					LastUsed: t0.Add(2 * time.Hour), UpdatedAt: t0.Add(time.Hour)}, loc.ImageID}
 				if loc.ImageID == other.ID {
-					want.State, want.LastUsed, want.UpdatedAt = proto.CacheFailed, t0, t0
+					want.Source, want.State, want.LastUsed, want.UpdatedAt = other.Source, proto.CacheFailed, t0, t0
 				}
 				if !loc.LastUsed.Equal(want.LastUsed) || !loc.UpdatedAt.Equal(want.UpdatedAt) {
 					t.Fatalf("%s at rack-1: used %v, updated %v; want %v, %v", loc.ImageID, loc.LastUsed, loc.UpdatedAt, want.LastUsed, want.UpdatedAt)
