@@ -1,7 +1,6 @@
 package store
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -64,20 +63,7 @@ func TestAStoreOfFormat5HasItsLocationsMovedAsItIsRaised(t *testing.T) {
 				return nil
 			})
 		}
-		setFormat(t, s, []byte("5"))
-		s.Close()
-
-		ro := mustOpen(t, open, Options{ReadOnly: true})
-		if err := ro.Check(); err != nil {
-			t.Errorf("Check of a store of format 5, not raised yet: %v", err)
-		}
-		ro.Close()
-
-		s = mustOpen(t, open, Options{Now: clk.Now})
-		if got := storedFormat(t, s); got != fmt.Sprint(Format) {
-			t.Fatalf("format key %q after the open, want %d", got, Format)
-		}
-		mustCheck(t, s, "the raise")
+		s = raisedFrom(t, s, open, clk.Now, "5")
 		s.View(func(tx *Tx) error {
 			if left, _, _ := tx.imageLocationsLeft(); len(left) != 0 {
 				t.Errorf("%d locations of format 5 left after the raise", len(left))
