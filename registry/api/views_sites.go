@@ -187,7 +187,10 @@ func leftOutOf(l site.LeftOut) LeftOutMAC {
 	return LeftOutMAC{MAC: l.MAC, Tenant: l.Tenant, Node: l.Node, Reason: l.Reason}
 }
 
-func locationOf(l store.ImageLocation) ImageLocation { return ImageLocation(l) }
+func locationOf(l store.ImageLocation) ImageLocation {
+	return ImageLocation{Site: l.Site, ImageID: l.ImageID, Digest: l.Digest, State: l.State, SizeBytes: l.SizeBytes, LastUsed: l.LastUsed,
+		Reason: l.Reason, RefusedHost: l.RefusedHost, UpdatedAt: l.UpdatedAt}
+}
 
 func sectionOf(s store.InventorySection) InventorySection {
 	out := InventorySection{Node: s.Node, Section: s.Section, Data: s.Data, UpdatedAt: s.UpdatedAt}

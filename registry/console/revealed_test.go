@@ -63,19 +63,24 @@ func TestChromiumShowsTheWorkflowARevocationFailed(t *testing.T) {
 // neither the reason nor the refused host.
 func TestChromiumShowsWhyASiteRefusedAnImage(t *testing.T) {
 	reg, _, _, _ := twoTenants(t)
-	register := func(ref, sum string) string {
+	// register registers ref and returns its id and its location at the site in state.
+	register := func(ref, sum string, state proto.ImageCacheState) (string, store.SiteLocation) {
 		var img struct{ ID string }
-		testkit.JSON(t, reg.AdminConfig, &img, "images", "register", "--tenant", "acme", "--ref", ref, "--source", "https://images.example.com/"+ref+".raw",
-			"--disk-format", "raw", "--sha256", strings.Repeat(sum, 32), "--size", "1")
-		return img.ID
+		source, digest := "https://images.example.com/"+ref+".raw", strings.Repeat(sum, 32)
+		testkit.JSON(t, reg.AdminConfig, &img, "images", "register", "--tenant", "acme", "--ref", ref, "--source", source,
+			"--disk-format", "raw", "--sha256", digest, "--size", "1")
+		return img.ID, store.SiteLocation{Site: "rack-a", Digest: digest, Source: source, State: state}
 	}
-	refused, pulled := register("refused@1", "ab"), register("pulled@1", "cd")
 	const host = `"><svg/onload=document.title='injected'>:443`
+	refused, refusedAt := register("refused@1", "ab", proto.CacheFailed)
+	pulled, pulledAt := register("pulled@1", "cd", proto.CacheReady)
+	refusedAt.Reason, refusedAt.RefusedHost = proto.ReasonSourceNotAllowed, host
+	pulledAt.SizeBytes, pulledAt.LastUsed = 1, time.Now()
 	reg = whileStopped(t, reg, func(tx *store.Tx) error {
-		if _, err := tx.PutImageLocation(store.ImageLocation{Site: "rack-a", ImageID: refused, State: proto.CacheFailed, Reason: proto.ReasonSourceNotAllowed, RefusedHost: host}); err != nil {
+		if _, err := tx.PutSiteLocation(refusedAt); err != nil {
 			return err
 		}
-		_, err := tx.PutImageLocation(store.ImageLocation{Site: "rack-a", ImageID: pulled, State: proto.CacheReady, SizeBytes: 1, LastUsed: time.Now()})
+		_, err := tx.PutSiteLocation(pulledAt)
 		return err
 	})
 

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"cmp"
 	"maps"
 	"net"
 	"slices"
@@ -197,16 +198,21 @@ func checkRefused(path string, e proto.ImageCacheEntry) error {
 	return nil
 }
 
-// syncSite derives the site's image locations from its agents' last reports: a catalog
-// image is at the site when an agent holds its digest for its source (the entry's
+// syncSite derives the site's locations from its agents' last reports: an artifact is
+// at the site for a source when an agent holds its digest for that source (the entry's
 // sources name it: the cache saw that source serve those bytes), as heldAt merges the
-// agents' entries; a location no agent holds any more is dropped. An image whose source
-// an entry reports refused (proto.ImageCacheEntry.Refused) is failed at the site, with
-// reason source-not-allowed, unless an agent holds it for that source. An image whose source
-// no entry names is not at the site, whoever else's image of the digest is: a digest is
-// no secret, a source's bytes are the entitlement. It writes only the locations that
-// changed (RecordImageLocation), so a report that changes one digest writes the
-// locations of that digest's images alone.
+// agents' entries, and a catalog image of that digest and source is located by it
+// (store.Tx.ImageLocation). A source an entry reports refused
+// (proto.ImageCacheEntry.Refused) is failed at the site, with reason
+// source-not-allowed, unless an agent holds it for that source. An image whose source no
+// entry names is not at the site, whoever else's image of the digest is: a digest is no
+// secret, a source's bytes are the entitlement. It keeps a location only for a digest
+// and source some catalog image has, one for them all, so a report writes at most a
+// location for each source an entry names (proto.MaxImageCacheSources, and as many
+// refused), whatever number of images, of any tenants, name the digest: it wrote the
+// location of every image of it, and past 4,091 one etcd transaction did not take them.
+// It writes only the locations that changed (RecordSiteLocation) and drops those no
+// agent holds any more.
 func syncSite(tx *store.Tx, site string) error {
 	reports, err := tx.SiteCacheReports(site)
 	if err != nil {
@@ -217,33 +223,36 @@ func syncSite(tx *store.Tx, site string) error {
 	for k := range held {
 		digests[k.digest] = true
 	}
-	locs := map[string]store.ImageLocation{} // image id -> its location
+	locs := map[heldKey]store.SiteLocation{}
 	for _, d := range slices.Sorted(maps.Keys(digests)) {
 		imgs, err := tx.ImagesByDigest(d)
 		if err != nil {
 			return err
 		}
 		for _, img := range imgs {
-			if h, ok := held[heldKey{d, img.Source}]; ok {
-				locs[img.ID] = store.ImageLocation{Site: site, ImageID: img.ID, State: h.State, SizeBytes: h.SizeBytes, LastUsed: h.LastUsed,
+			k := heldKey{d, img.Source}
+			if h, ok := held[k]; ok {
+				locs[k] = store.SiteLocation{Site: site, Digest: d, Source: img.Source, State: h.State, SizeBytes: h.SizeBytes, LastUsed: h.LastUsed,
 					Reason: h.Reason, RefusedHost: h.RefusedHost}
 			}
 		}
 	}
-	for _, id := range slices.Sorted(maps.Keys(locs)) {
-		if _, err := RecordImageLocation(tx, locs[id]); err != nil {
-			return err
-		}
-	}
-	stored, err := tx.ImageLocations(site)
+	stored, err := tx.SiteLocations(site)
 	if err != nil {
 		return err
 	}
 	for _, loc := range stored {
-		if _, ok := locs[loc.ImageID]; !ok {
-			if err := tx.DeleteImageLocation(site, loc.ImageID); err != nil {
+		if _, ok := locs[heldKey{loc.Digest, loc.Source}]; !ok {
+			if err := tx.DeleteSiteLocation(site, loc.Digest, loc.Source); err != nil {
 				return err
 			}
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(locs), func(a, b heldKey) int {
+		return cmp.Or(strings.Compare(a.digest, b.digest), strings.Compare(a.source, b.source))
+	}) {
+		if _, err := RecordSiteLocation(tx, locs[k]); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -315,30 +324,31 @@ func FailedAt(tx *store.Tx, site string, planned []proto.CacheImage) ([]FailedIm
 	return out, nil
 }
 
-// RecordImageLocation records that a site's cache holds an image (at.Site, at.ImageID)
-// in at.State, of at.SizeBytes, and why it failed (at.Reason, at.RefusedHost), keeping
-// the location's latest use. A location that says that already is not written again:
-// a site's report rewrote the location of every image of each digest it holds, a store
-// write each, so that a digest many tenants' images share took more than one etcd
-// transaction at every report and the site's locations stopped following its cache. A
-// later use is a change, shown in `sites locations`; it comes only with a deploy.
-func RecordImageLocation(tx *store.Tx, at store.ImageLocation) (store.ImageLocation, error) {
-	loc, err := tx.ImageLocation(at.Site, at.ImageID)
-	if err != nil && proto.CodeOf(err) != proto.NotFound {
+// RecordSiteLocation records that a site's cache holds an artifact for a source
+// (at.Site, at.Digest, at.Source) in at.State, of at.SizeBytes, and why it failed
+// (at.Reason, at.RefusedHost), keeping the location's latest use. A location that says
+// that already is not written again: a site's report rewrote the location of every
+// image of each digest it holds, a store write each, so that a digest many tenants'
+// images share took more than one etcd transaction at every report and the site's
+// locations stopped following its cache. A later use is a change, shown in `sites
+// locations`; it comes only with a deploy.
+func RecordSiteLocation(tx *store.Tx, at store.SiteLocation) (store.SiteLocation, error) {
+	loc, found, err := tx.SiteLocation(at.Site, at.Digest, at.Source)
+	if err != nil {
 		return loc, err
 	}
 	if loc.LastUsed.After(at.LastUsed) {
 		at.LastUsed = loc.LastUsed
 	}
-	if err == nil && sameLocation(loc, at) {
+	if found && sameLocation(loc, at) {
 		return loc, nil
 	}
-	return tx.PutImageLocation(at)
+	return tx.PutSiteLocation(at)
 }
 
 // sameLocation says whether stored says what at does: state, size, why it failed and
 // last use.
-func sameLocation(stored, at store.ImageLocation) bool {
+func sameLocation(stored, at store.SiteLocation) bool {
 	return stored.State == at.State && stored.SizeBytes == at.SizeBytes && stored.Reason == at.Reason &&
 		stored.RefusedHost == at.RefusedHost && stored.LastUsed.Equal(at.LastUsed)
 }

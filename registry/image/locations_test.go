@@ -260,7 +260,7 @@ func refusedAt(host string) proto.ImageCacheEntry {
 
 // checkWhy checks the locations at rack-1 of the images named in wantLocs (state,
 // reason, refused host), and the images of plan failed there (FailedAt).
-func (f *siteFixture) checkWhy(t *testing.T, plan []proto.CacheImage, wantLocs map[string]store.ImageLocation, wantFailed []FailedImage) {
+func (f *siteFixture) checkWhy(t *testing.T, plan []proto.CacheImage, wantLocs map[string]store.SiteLocation, wantFailed []FailedImage) {
 	t.Helper()
 	f.st.View(func(tx *store.Tx) error {
 		for name, want := range wantLocs {
@@ -268,7 +268,7 @@ func (f *siteFixture) checkWhy(t *testing.T, plan []proto.CacheImage, wantLocs m
 			if err != nil {
 				t.Fatalf("%s's location: %v", name, err)
 			}
-			if got := (store.ImageLocation{State: loc.State, Reason: loc.Reason, RefusedHost: loc.RefusedHost}); got != want {
+			if got := (store.SiteLocation{State: loc.State, Reason: loc.Reason, RefusedHost: loc.RefusedHost}); got != want {
 				t.Errorf("%s's location: %+v, want %+v", name, got, want)
 			}
 		}
@@ -302,7 +302,7 @@ func TestRefusedSecondSourceSaysWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := []proto.CacheImage{{Ref: "a@1", Digest: digest("a"), Source: sourceOf("a")}, {Ref: "a2@1", Digest: digest("a"), Source: sourceOf("a2")}}
-	f.checkWhy(t, plan, map[string]store.ImageLocation{
+	f.checkWhy(t, plan, map[string]store.SiteLocation{
 		"a":  {State: proto.CacheReady},
 		"a2": {State: proto.CacheFailed, Reason: proto.ReasonSourceNotAllowed, RefusedHost: "cdn.example.com:443"},
 	}, []FailedImage{{Ref: "a2@1", Digest: digest("a"), Source: sourceOf("a2"), Reason: proto.ReasonSourceNotAllowed, RefusedHost: "cdn.example.com:443"}})
@@ -312,7 +312,7 @@ func TestRefusedSecondSourceSaysWhy(t *testing.T) {
 	if _, err := f.run(t, step{agent: "a2", entries: []proto.ImageCacheEntry{{Digest: digest("a"), State: proto.CacheReady, Sources: both}}}); err != nil {
 		t.Fatal(err)
 	}
-	f.checkWhy(t, plan, map[string]store.ImageLocation{"a": {State: proto.CacheReady}, "a2": {State: proto.CacheReady}}, []FailedImage{})
+	f.checkWhy(t, plan, map[string]store.SiteLocation{"a": {State: proto.CacheReady}, "a2": {State: proto.CacheReady}}, []FailedImage{})
 }
 
 // FuzzRefusedSource: a source a site agent reports refused beside a ready image, as the
@@ -357,7 +357,7 @@ func TestFailedImagesSayWhy(t *testing.T) {
 		d := digest(name[:1])
 		plan = append(plan, proto.CacheImage{Ref: name + "@1", Digest: d, Source: sourceOf(name)})
 	}
-	f.checkWhy(t, plan, map[string]store.ImageLocation{
+	f.checkWhy(t, plan, map[string]store.SiteLocation{
 		"a": {State: proto.CacheFailed, Reason: proto.ReasonSourceNotAllowed, RefusedHost: "[fd00::7]:8443"},
 		"b": {State: proto.CacheFailed},
 		"c": {State: proto.CacheReady},
@@ -369,7 +369,7 @@ func TestFailedImagesSayWhy(t *testing.T) {
 	if _, err := f.run(t, step{agent: "a2", entries: []proto.ImageCacheEntry{entry("a", proto.CacheReady)}}); err != nil {
 		t.Fatal(err)
 	}
-	f.checkWhy(t, plan, map[string]store.ImageLocation{"a": {State: proto.CacheReady}},
+	f.checkWhy(t, plan, map[string]store.SiteLocation{"a": {State: proto.CacheReady}},
 		[]FailedImage{{Ref: "b@1", Digest: digest("b"), Source: sourceOf("b")}})
 }
 

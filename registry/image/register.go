@@ -53,12 +53,14 @@ func Register(tx *store.Tx, v Verifier, tenant string, req RegisterRequest) (sto
 }
 
 // MaxImagesPerDigest bounds how many images of one artifact (one sha256, whatever their
-// sources) a tenant may register. Every image of a digest a site's cache holds for its
-// source has a location there, written in the transaction of the site's report: before,
-// tenant beta registering 5,000 images of acme's public digest and source made that
-// transaction more than etcd takes, at every report of the site, and its locations
-// stopped following its cache for every tenant. A tenant names one artifact under a few
-// refs at most; docs/images.md gives what the site's transaction takes.
+// sources) a tenant may register. A site's report reads every image of each digest it
+// changes (syncSite), and each image once had a location of its own, written in the
+// report's transaction: tenant beta registering 5,000 images of acme's public digest and
+// source made that transaction more than etcd takes, at every report of the site, and
+// its locations stopped following its cache for every tenant. A location is now kept once
+// for a site, digest and source (store format 6), so the writes no longer grow with the
+// images; the bound still keeps what a report reads. A tenant names one artifact under a
+// few refs at most; docs/images.md gives what the site's transaction takes.
 const MaxImagesPerDigest = 64
 
 // checkCopies refuses a new image of digest for tenant when it holds MaxImagesPerDigest

@@ -2,6 +2,7 @@ package image
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -147,4 +148,39 @@ func (f *siteFixture) location(t *testing.T, id string) store.ImageLocation {
 		t.Fatal(err)
 	}
 	return loc
+}
+
+// TestAReportOfADigestOfThousandsOfImagesIsRecorded: 65 tenants register 64 images each
+// of acme's digest and source, 4,161 images of it with acme's a, more than the 4,091 a
+// report could locate in one etcd transaction. The site's report of the digest, then
+// its report that the digest is evicting, are recorded on both backends, and every one
+// of those images is located as the report says; beta's a2, of the digest from a source
+// of its own the cache never pulled, is located by neither. Before, on etcd, the first
+// report wrote 4,161 locations and was refused ("too large for one etcd transaction"),
+// and so was every report of the site after it.
+func TestAReportOfADigestOfThousandsOfImagesIsRecorded(t *testing.T) {
+	for _, b := range storetest.Backends {
+		t.Run(b.Name, func(t *testing.T) {
+			f := newSiteFixtureOn(t, b.Open)
+			addCopies(t, f, 0, 65)
+			want := 1 + 65*MaxImagesPerDigest
+			for _, state := range []proto.ImageCacheState{proto.CacheReady, proto.CacheEvicting} {
+				if _, err := f.run(t, step{agent: "a1", entries: []proto.ImageCacheEntry{entry("a", state)}}); err != nil {
+					t.Fatalf("a report of a %s, %d images of its digest and source: %v", state, want, err)
+				}
+				var locs []store.ImageLocation
+				f.st.View(func(tx *store.Tx) (err error) { locs, err = tx.ImageLocations("rack-1"); return err })
+				if len(locs) != want || slices.ContainsFunc(locs, func(l store.ImageLocation) bool { return l.State != state || l.Digest != digest("a") }) {
+					t.Errorf("after a report of a %s: %d locations (the first %+v); want %d, each of a's digest %s", state, len(locs), locs[:min(1, len(locs))], want, state)
+				}
+				if got := f.location(t, f.ids["a"]); got.State != state {
+					t.Errorf("acme's a: %s; want %s", got.State, state)
+				}
+				err := f.st.View(func(tx *store.Tx) error { _, err := tx.ImageLocation("rack-1", f.ids["a2"]); return err })
+				if proto.CodeOf(err) != proto.NotFound {
+					t.Errorf("beta's a2, of a's digest from a source the site never pulled: %v; want NOT_FOUND", err)
+				}
+			}
+		})
+	}
 }

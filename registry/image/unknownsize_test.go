@@ -131,7 +131,7 @@ func TestPlanSiteCacheUnknownSizes(t *testing.T) {
 
 	// The site learned u@1's size pulling it: it is planned at that size, before v@1.
 	storetest.Update(t, st, func(tx *store.Tx) error {
-		_, err := tx.PutImageLocation(store.ImageLocation{Site: "rack-1", ImageID: u.ID, State: proto.CacheReady, SizeBytes: gib / 2, LastUsed: time.Now()})
+		_, err := tx.PutSiteLocation(store.SiteLocation{Site: "rack-1", Digest: u.SHA256, Source: u.Source, State: proto.CacheReady, SizeBytes: gib / 2, LastUsed: time.Now()})
 		return err
 	})
 	report(2*gib + gib/2)

@@ -10,7 +10,7 @@ import (
 // recordBuckets hold records (the schema byte, then JSON); the other buckets hold index
 // entries or raw keys.
 var recordBuckets = []string{bucketTenants, bucketSites, bucketPools, bucketNodes, bucketImages, bucketImageSigners,
-	bucketRuns, bucketNodeSpecs, bucketCredentials, bucketJoinTokens, bucketImageLocations, bucketSiteCacheReports,
+	bucketRuns, bucketNodeSpecs, bucketCredentials, bucketJoinTokens, bucketImageLocations, bucketSiteLocations, bucketSiteCacheReports,
 	bucketEvents, bucketEventHeads, bucketProfiles}
 
 // index is an index bucket and the record each of its entries names.
@@ -49,7 +49,8 @@ var indexes = []index{
 // tenant_counts each tenant's number of objects of each counted kind and none other,
 // and image_digests an entry for each image, under its digest and tenant, and none other,
 // and profiles_refs an entry for each run of a stored profile version and each node naming
-// one, and none other, and workflows_by_end's values naming their run's version.
+// one, and none other, and workflows_by_end's values naming their run's version, and
+// site_locations no location no catalog image has, image_locations none left.
 // It returns every problem found, joined.
 func (s *Store) Check() error {
 	errs := s.kv.check()
@@ -88,6 +89,9 @@ func (s *Store) Check() error {
 		}
 		if f, _ := parseFormat(tx.get(bucketFormat, formatKey)); f >= formatProfileRefs {
 			errs = append(errs, s.tx(tx).checkProfileRefs()...)
+		}
+		if f, _ := parseFormat(tx.get(bucketFormat, formatKey)); f >= formatSiteLocations {
+			errs = append(errs, s.tx(tx).checkSiteLocations()...)
 		}
 		return nil
 	})

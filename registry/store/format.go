@@ -55,7 +55,15 @@ import (
 //	   4 left, not what such a replica writes after it). Raising a store to 5 rewrites
 //	   its keys (indexImageDigests) and counts its objects again (countTenants), and
 //	   stops the replicas of format 4 first.
-//	6  profile versions' references (format6_profiles.go): the profiles_refs bucket,
+//	6  two changes in one raise. First, the site_locations bucket (locations.go): a
+//	   site's location of an artifact is stored once for its site, digest and source, and each image of that digest and
+//	   source is located by it, rather than once for each image in image_locations, so
+//	   that a site's report writes as many keys for a digest whatever number of images
+//	   name it (past 4,091, one etcd transaction did not take them). A replica of format
+//	   5 reads and writes image_locations alone: it would locate no image after the
+//	   raise, and its reports' writes would be lost. Raising a store to 6 moves its
+//	   locations (moveImageLocations), and stops the replicas of format 5 first.
+//	   Second, profile versions' references (format6_profiles.go): the profiles_refs bucket,
 //	   the runs and nodes that refer to each stored profile version, which the prune of
 //	   a deleted version reads rather than every run and node, and the version's key in
 //	   the values of workflows_by_end, by which a run's prune drops its entry: a replica
@@ -165,6 +173,11 @@ func (s *Store) raiseFormat(readOnly bool) error {
 				return fmt.Errorf("store: indexing the images of each digest by tenant: %w", err)
 			}
 		}
+		if stored < formatSiteLocations {
+			if err := s.moveImageLocations(); err != nil {
+				return fmt.Errorf("store: moving the image locations to one a site, digest and source: %w", err)
+			}
+		}
 		if stored < formatProfileRefs {
 			if err := s.indexProfileRefs(); err != nil {
 				return fmt.Errorf("store: indexing the references of the profile versions: %w", err)
@@ -191,6 +204,11 @@ func (s *Store) raiseFormat(readOnly bool) error {
 			}
 			if stored < formatDigestTenants {
 				if err := s.tx(tx).finalImageDigests(); err != nil {
+					return err
+				}
+			}
+			if stored < formatSiteLocations {
+				if err := s.tx(tx).finalImageLocations(); err != nil {
 					return err
 				}
 			}

@@ -47,6 +47,26 @@ func storedFormat(t *testing.T, s *Store) string {
 	return raw
 }
 
+// raisedFrom has s, its records as a release of format left them, marked of that format,
+// checks it read-only as it is (nothing to report), then opens it again, raising it, and
+// checks the raised store: the store to look into.
+func raisedFrom(t *testing.T, s *Store, open opener, now func() time.Time, format string) *Store {
+	t.Helper()
+	setFormat(t, s, []byte(format))
+	s.Close()
+	ro := mustOpen(t, open, Options{ReadOnly: true})
+	if err := ro.Check(); err != nil {
+		t.Errorf("Check of a store of format %s, not raised yet: %v", format, err)
+	}
+	ro.Close()
+	s = mustOpen(t, open, Options{Now: now})
+	if got := storedFormat(t, s); got != strconv.Itoa(Format) {
+		t.Fatalf("format key %q after the open, want %d", got, Format)
+	}
+	mustCheck(t, s, "the raise")
+	return s
+}
+
 func mustOpen(t *testing.T, open opener, opts Options) *Store {
 	t.Helper()
 	s, err := open(t, opts)

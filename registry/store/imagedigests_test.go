@@ -145,20 +145,7 @@ func TestAStoreOfFormat4IsIndexedByDigestAndTenantAsItIsRaised(t *testing.T) {
 		}
 		stray := []byte(strings.Repeat("3", 64) + "\x00" + imgs[0].ID)
 		mustUpdate(t, s, func(tx *Tx) error { return tx.putRaw(bucketImageDigests, stray, nil) })
-		setFormat(t, s, []byte("4"))
-		s.Close()
-
-		ro := mustOpen(t, open, Options{ReadOnly: true})
-		if err := ro.Check(); err != nil {
-			t.Errorf("Check of a store of format 4, not raised yet: %v", err)
-		}
-		ro.Close()
-
-		s = mustOpen(t, open, Options{Now: clk.Now})
-		if got := storedFormat(t, s); got != fmt.Sprint(Format) {
-			t.Fatalf("format key %q after the open, want %d", got, Format)
-		}
-		mustCheck(t, s, "the raise")
+		s = raisedFrom(t, s, open, clk.Now, "4")
 		s.View(func(tx *Tx) error {
 			for _, c := range []struct {
 				tenant, digest string

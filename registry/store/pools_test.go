@@ -86,36 +86,44 @@ func TestSitesAndPools(t *testing.T) {
 	})
 }
 
-// TestImageLocationChecks: a location in an unknown state is refused; one is dropped.
+// TestImageLocationChecks: a location in an unknown state, of a digest that is not one
+// or of no source is refused at its field; one is dropped.
 func TestImageLocationChecks(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open opener) {
 		s := withTenants(t, open, "acme")
-		var id string
-		if err := s.Update(func(tx *Tx) error {
+		var img Image
+		if err := s.Update(func(tx *Tx) (err error) {
 			if _, err := tx.CreateSite("rack-1"); err != nil {
 				return err
 			}
-			img, err := tx.CreateImage(testImage("acme", "a@1", false))
-			id = img.ID
-			if err != nil {
+			if img, err = tx.CreateImage(testImage("acme", "a@1", false)); err != nil {
 				return err
 			}
-			_, err = tx.PutImageLocation(ImageLocation{Site: "rack-1", ImageID: id, State: proto.CacheReady})
+			_, err = tx.PutSiteLocation(SiteLocation{Site: "rack-1", Digest: img.SHA256, Source: img.Source, State: proto.CacheReady})
 			return err
 		}); err != nil {
 			t.Fatal(err)
 		}
-		err := s.Update(func(tx *Tx) error {
-			_, err := tx.PutImageLocation(ImageLocation{Site: "rack-1", ImageID: id, State: "lost"})
-			return err
-		})
-		if proto.CodeOf(err) != proto.InvalidInput {
-			t.Fatalf("unknown state: %v, want INVALID_INPUT", err)
+		for _, bad := range []struct {
+			loc  SiteLocation
+			path string
+		}{
+			{SiteLocation{Site: "rack-1", Digest: img.SHA256, Source: img.Source, State: "lost"}, "state"},
+			{SiteLocation{Site: "rack-1", Digest: "ab", Source: img.Source, State: proto.CacheReady}, "digest"},
+			{SiteLocation{Site: "rack-1", Digest: img.SHA256, State: proto.CacheReady}, "source"},
+		} {
+			err := s.Update(func(tx *Tx) error {
+				_, err := tx.PutSiteLocation(bad.loc)
+				return err
+			})
+			if proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != bad.path {
+				t.Fatalf("a location of a bad %s: %v, want INVALID_INPUT at %s", bad.path, err, bad.path)
+			}
 		}
-		if err := s.Update(func(tx *Tx) error { return tx.DeleteImageLocation("rack-1", id) }); err != nil {
+		if err := s.Update(func(tx *Tx) error { return tx.DeleteSiteLocation("rack-1", img.SHA256, img.Source) }); err != nil {
 			t.Fatal(err)
 		}
-		err = s.View(func(tx *Tx) error { _, err := tx.ImageLocation("rack-1", id); return err })
+		err := s.View(func(tx *Tx) error { _, err := tx.ImageLocation("rack-1", img.ID); return err })
 		if proto.CodeOf(err) != proto.NotFound {
 			t.Errorf("the dropped location: %v, want NOT_FOUND", err)
 		}
