@@ -135,3 +135,40 @@ func TestKnownMACsPage(t *testing.T) {
 		}
 	})
 }
+
+// TestSitesPageShowsAPageOfTheCache: a site whose cache holds more images than a page
+// shows the first page on the Sites page, by image id, and the `sites locations`
+// command with the cursor that lists the next. Before, the page asked for the site's
+// whole list at once, and showed it.
+func TestSitesPageShowsAPageOfTheCache(t *testing.T) {
+	const held = 101 // one more than the page the console asks for
+	reg, _, _, _ := twoTenants(t)
+	var ids []string
+	reg = whileStopped(t, reg, func(tx *store.Tx) error {
+		for i := range held {
+			img, err := tx.CreateImage(store.Image{Tenant: store.RootTenant, Ref: fmt.Sprintf("os@%d", i), Kind: proto.KindOS, Format: proto.FormatRaw,
+				SHA256: fmt.Sprintf("%064x", i+1), Source: fmt.Sprintf("https://images.example.com/os-%d", i)})
+			if err != nil {
+				return err
+			}
+			ids = append(ids, img.ID)
+			if _, err := tx.PutImageLocation(store.ImageLocation{Site: "rack-a", ImageID: img.ID, State: proto.CacheReady}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	slices.Sort(ids)
+	admin := newClient(t, reg)
+	admin.signIn(reg.AdminConfig)
+	p := admin.get("/ui/sites")
+	var shown []string
+	for _, m := range locationRow.FindAllStringSubmatch(p.body, -1) {
+		shown = append(shown, m[1])
+	}
+	if p.status != http.StatusOK || !slices.Equal(shown, ids[:held-1]) || !strings.Contains(p.body, "<code>sites locations rack-a --cursor ") {
+		t.Errorf("the Sites page (%d) shows %d of the %d images rack-a's cache holds, want the first %d by id and the command that lists the next:\n%s", p.status, len(shown), held, held-1, p.body)
+	}
+}
+
+var locationRow = regexp.MustCompile(`<tr class="location" data-image="([^"]+)">`)

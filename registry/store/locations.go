@@ -73,6 +73,20 @@ func (t *Tx) ImageLocations(site string) ([]ImageLocation, error) {
 	return out, nil
 }
 
+// ImageLocationsPage returns one page of the locations at a site, ordered by image id,
+// and the cursor of the next page (empty at the end): sites.locations.
+func (t *Tx) ImageLocationsPage(site string, p Page) ([]ImageLocation, string, error) {
+	var out []ImageLocation
+	next, err := t.scan(bucketImageLocations, []byte(site+"\x00"), p, func(k, v []byte) (func(), error) {
+		var loc ImageLocation
+		if err := decode(bucketImageLocations, k, v, &loc); err != nil {
+			return nil, err
+		}
+		return func() { out = append(out, loc) }, nil
+	})
+	return out, next, err
+}
+
 // DeleteImageLocation drops a location.
 func (t *Tx) DeleteImageLocation(site, imageID string) error {
 	if _, err := t.ImageLocation(site, imageID); err != nil {
