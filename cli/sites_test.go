@@ -10,6 +10,7 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/better-compute/better-compute/testkit/openssl"
 )
@@ -220,25 +221,11 @@ func TestSitesLocationsPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ids []string
-	err = st.Update(func(tx *store.Tx) error {
-		for i := range 2 {
-			img, err := tx.CreateImage(store.Image{Tenant: store.RootTenant, Ref: fmt.Sprintf("os@%d", i), Kind: proto.KindOS, Format: proto.FormatRaw,
-				SHA256: fmt.Sprintf("%064x", i+1), Source: fmt.Sprintf("https://images.example.com/os-%d", i)})
-			if err != nil {
-				return err
-			}
-			ids = append(ids, img.ID)
-			if _, err := tx.PutImageLocation(store.ImageLocation{Site: "rack-a", ImageID: img.ID, State: proto.CacheReady}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err = st.Update(func(tx *store.Tx) (err error) { ids, err = storetest.Located(tx, "rack-a", 2); return err })
 	st.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.Sort(ids)
 	testkit.StartRegistry(t, reg.DataDir)
 
 	res := testkit.CLI(t, admin, "sites", "locations", "rack-a", "--limit", "1")

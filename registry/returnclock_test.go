@@ -27,7 +27,9 @@ func TestAStopIsDatedByTheRegistrysClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := clk.Now()
-	later := func() time.Time { return clk.Now().Add(store.MaxReturnDelay + store.AgentReturnRetention + time.Minute) }
+	later := func() time.Time {
+		return clk.Now().Add(store.MaxReturnDelay + store.AgentReturnRetention + time.Minute)
+	}
 	st, err := sc.openStore("", store.Options{Now: later})
 	if err != nil {
 		t.Fatal(err)

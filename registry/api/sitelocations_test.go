@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -30,26 +29,15 @@ func TestSiteLocationsPage(t *testing.T) {
 				return err
 			}
 		}
-		for i := range store.MaxPage + 1 {
-			img, err := tx.CreateImage(store.Image{Tenant: store.RootTenant, Ref: fmt.Sprintf("os@%d", i), Kind: proto.KindOS, Format: proto.FormatRaw,
-				SHA256: fmt.Sprintf("%064x", i), Source: fmt.Sprintf("https://images.example.com/os-%d", i)})
-			if err != nil {
-				return err
-			}
-			want = append(want, img.ID)
-			if _, err := tx.PutImageLocation(store.ImageLocation{Site: "rack-a", ImageID: img.ID, State: proto.CacheReady}); err != nil {
-				return err
-			}
-			if i == 0 {
-				if _, err := tx.PutImageLocation(store.ImageLocation{Site: "rack-b", ImageID: img.ID, State: proto.CacheReady}); err != nil {
-					return err
-				}
-			}
+		if want, err = storetest.Located(tx, "rack-a", store.MaxPage+1); err != nil {
+			return err
+		}
+		if _, err := tx.PutImageLocation(store.ImageLocation{Site: "rack-b", ImageID: want[0], State: proto.CacheReady}); err != nil {
+			return err
 		}
 		_, secret, err = tx.CreateCredential(store.RootTenant, []string{ActionSitesManage}, tx.Now().Add(time.Hour))
 		return err
 	})
-	slices.Sort(want)
 	c := NewHandlerClient(s, secret)
 	req := SiteLocationsRequest{SiteID: "rack-a"}
 	var got []string

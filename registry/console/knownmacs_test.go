@@ -13,6 +13,7 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/better-compute/better-compute/testkit"
 )
 
@@ -144,21 +145,7 @@ func TestSitesPageShowsAPageOfTheCache(t *testing.T) {
 	const held = 101 // one more than the page the console asks for
 	reg, _, _, _ := twoTenants(t)
 	var ids []string
-	reg = whileStopped(t, reg, func(tx *store.Tx) error {
-		for i := range held {
-			img, err := tx.CreateImage(store.Image{Tenant: store.RootTenant, Ref: fmt.Sprintf("os@%d", i), Kind: proto.KindOS, Format: proto.FormatRaw,
-				SHA256: fmt.Sprintf("%064x", i+1), Source: fmt.Sprintf("https://images.example.com/os-%d", i)})
-			if err != nil {
-				return err
-			}
-			ids = append(ids, img.ID)
-			if _, err := tx.PutImageLocation(store.ImageLocation{Site: "rack-a", ImageID: img.ID, State: proto.CacheReady}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	slices.Sort(ids)
+	reg = whileStopped(t, reg, func(tx *store.Tx) (err error) { ids, err = storetest.Located(tx, "rack-a", held); return err })
 	admin := newClient(t, reg)
 	admin.signIn(reg.AdminConfig)
 	p := admin.get("/ui/sites")
