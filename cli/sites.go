@@ -146,17 +146,21 @@ var siteCommands = []command{{
 	},
 }, {
 	path:    "sites locations",
-	usage:   "NAME",
-	summary: "show the images the site's caches hold, as its site agents report them (pulling, ready, failed, evicting), and why a failed one failed",
+	usage:   "NAME [--cursor C] [--limit N]",
+	summary: "show the images the site's caches hold, as its site agents report them (pulling, ready, failed, evicting), and why a failed one failed, 200 a page",
 	long: "the images the site's caches hold, by state (`pulling`, `ready`, `failed`, `evicting`), as " +
 		"its site agent reports them, with their last use (`-` for never) and, for a failed one, the reason its cache gave: " +
 		"`source-not-allowed` with the REFUSED HOST its fetch was refused at (also an image whose digest is ready for another image's source " +
-		"while its own source was refused), `capacity`, or `-` (the site agent's log says why) (docs/site.md)",
+		"while its own source was refused), `capacity`, or `-` (the site agent's log says why), by image id, a page at a time (docs/site.md)",
 	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
+		cursor := fs.String("cursor", "", "resume after a previous page")
+		limit := new(int)
+		fs.Var(cmdline.Decimal(limit, 0), "limit", "at most this many images a page (1 to 200; 200 when left out)")
 		return func(x *exec) error {
 			var out api.SiteLocations
-			if err := x.call("sites.locations", api.SiteRequest{SiteID: x.args[0]}, &out); err != nil {
+			req := api.SiteLocationsRequest{SiteID: x.args[0], ListRequest: api.ListRequest{Cursor: *cursor, Limit: *limit}}
+			if err := x.call("sites.locations", req, &out); err != nil {
 				return err
 			}
 			x.print(out, func(w *tabwriter.Writer) {
@@ -165,6 +169,7 @@ var siteCommands = []command{{
 					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.ImageID, l.Digest, l.State, l.SizeBytes, orDash(l.LastUsed),
 						cmp.Or(l.Reason, "-"), cmp.Or(l.RefusedHost, "-"))
 				}
+				nextPage(w, out.NextCursor)
 			})
 			return nil
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/better-compute/better-compute/testkit/openssl"
 )
@@ -204,5 +205,42 @@ func TestSitesKnownMACs(t *testing.T) {
 	}
 	if e := testkit.Fails(t, beta, "sites", "known-macs", "rack-a"); e.Code != "FORBIDDEN" {
 		t.Errorf("beta asking for rack-a's known MACs: %+v, want FORBIDDEN", e)
+	}
+}
+
+// TestSitesLocationsPage: `sites locations` shows a page of the site's images at a time,
+// by image id, with the --cursor of the next while more follow, in the table and as
+// JSON (nextCursor); --cursor resumes after it. Before, it showed the whole list.
+func TestSitesLocationsPage(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
+	reg.Stop()
+	st, err := store.Open(reg.DataDir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	err = st.Update(func(tx *store.Tx) (err error) { ids, err = storetest.Located(tx, "rack-a", 2); return err })
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.StartRegistry(t, reg.DataDir)
+
+	res := testkit.CLI(t, admin, "sites", "locations", "rack-a", "--limit", "1")
+	if res.Code != 0 || !strings.Contains(res.Stdout, ids[0]) || strings.Contains(res.Stdout, ids[1]) || !strings.Contains(res.Stdout, "--cursor") {
+		t.Errorf("sites locations, a page of one: exit %d, want %s alone and the --cursor of the next\n%s%s", res.Code, ids[0], res.Stdout, res.Stderr)
+	}
+	var page api.SiteLocations
+	testkit.JSON(t, admin, &page, "sites", "locations", "rack-a", "--limit", "1")
+	if len(page.Locations) != 1 || page.Locations[0].ImageID != ids[0] || page.NextCursor == "" {
+		t.Fatalf("the first page as JSON: %+v, want %s and a cursor", page, ids[0])
+	}
+	cursor := page.NextCursor
+	page = api.SiteLocations{}
+	testkit.JSON(t, admin, &page, "sites", "locations", "rack-a", "--cursor", cursor)
+	if len(page.Locations) != 1 || page.Locations[0].ImageID != ids[1] || page.NextCursor != "" {
+		t.Errorf("the second page: %+v, want %s and no cursor", page, ids[1])
 	}
 }

@@ -576,7 +576,7 @@ func TestNoMethodReachesAnotherTenant(t *testing.T) {
 		"sites.list":               api.ListRequest{},
 		"sites.cachePlan":          api.SiteRequest{SiteID: "rack-a"},
 		"sites.knownMacs":          api.KnownMACsRequest{SiteID: "rack-a"},
-		"sites.locations":          api.SiteRequest{SiteID: "rack-a"},
+		"sites.locations":          api.SiteLocationsRequest{SiteID: "rack-a"},
 		"sites.inventory":          api.SiteRequest{SiteID: "rack-a"},
 		"sites.revokeCertificates": api.RevokeSiteCertificatesRequest{SiteID: "rack-a"},
 		"tokens.create":            api.CreateTokenRequest{Kind: "provisioned", NodeID: node.ID, Site: "rack-a"},

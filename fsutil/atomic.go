@@ -127,24 +127,46 @@ func RemoveTempsOf(path string) ([]string, error) {
 // removeTemps removes the regular files in dir whose names temp matches, and fsyncs dir
 // when it removed any.
 func removeTemps(dir string, temp func(name string) bool) ([]string, error) {
+	return RemoveEntries(dir, func(e fs.DirEntry) bool { return e.Type().IsRegular() && temp(e.Name()) })
+}
+
+// RemoveEntries removes the entries of dir that match, each whole (a directory with what
+// it holds), fsyncs dir when it removed any, and returns the names of those it removed,
+// in dir's order. A failure is an *fs.PathError whose Op says what failed (reading,
+// removing, syncing) and whose Path is dir, or the entry it could not remove; the names
+// returned are those removed before it. Call it only where no other process writes into
+// dir at the time.
+func RemoveEntries(dir string, match func(fs.DirEntry) bool) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, pathError("reading", dir, err)
 	}
 	var removed []string
 	for _, e := range entries {
-		if !e.Type().IsRegular() || !temp(e.Name()) {
+		if !match(e) {
 			continue
 		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return removed, err
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return removed, pathError("removing", filepath.Join(dir, e.Name()), err)
 		}
 		removed = append(removed, e.Name())
 	}
-	if len(removed) > 0 {
-		return removed, SyncDir(dir)
+	if len(removed) == 0 {
+		return nil, nil
 	}
-	return nil, nil
+	if err := SyncDir(dir); err != nil {
+		return removed, pathError("syncing", dir, err)
+	}
+	return removed, nil
+}
+
+// pathError is err as an *fs.PathError of op and path, the system's reason kept and the
+// path of the call that failed (which may be another) dropped.
+func pathError(op, path string, err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		err = pe.Err
+	}
+	return &fs.PathError{Op: op, Path: path, Err: err}
 }
 
 // isTemp reports whether name is one WriteFileAtomic gives its temporary files.

@@ -135,3 +135,30 @@ func TestRemoveTempsOf(t *testing.T) {
 		t.Errorf("left %q, want %q", left, want)
 	}
 }
+
+// TestRemoveEntries removes the entries that match, a directory with what it holds, and
+// names them in the directory's order; a directory it cannot read is a failure that says
+// so, naming it.
+func TestRemoveEntries(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "b", "deep"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b/deep/c", "kept"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := RemoveEntries(dir, func(e fs.DirEntry) bool { return e.Name() != "kept" })
+	if err != nil || !slices.Equal(removed, []string{"a", "b"}) {
+		t.Errorf("removed %q, %v; want a and b", removed, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 || entries[0].Name() != "kept" {
+		t.Errorf("left %v, want kept alone", entries)
+	}
+	missing := filepath.Join(dir, "missing")
+	_, err = RemoveEntries(missing, func(fs.DirEntry) bool { return true })
+	if pe, ok := errors.AsType[*fs.PathError](err); !ok || pe.Op != "reading" || pe.Path != missing || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing directory: %v, want reading %s: not found", err, missing)
+	}
+}

@@ -87,6 +87,39 @@ func TestJoinedElsewhereWithALongKubeconfigLine(t *testing.T) {
 	}
 }
 
+// TestAKubeadmOlderThan131AsksForKubernetesVersion: a unit without kubernetesVersion
+// joins with a v1beta4 JoinConfiguration, which kubeadm reads from 1.31 on. On a host
+// whose kubeadm package is 1.30 the unit is refused before anything changes, INVALID_CONFIG
+// at kubernetesVersion, naming the version to set, and kubeadm is not run; with
+// kubernetesVersion set as it says, the host joins (v1beta3). Before, kubeadm ran and
+// failed, and the unit reported kubeadm's last line, all of its output a failure keeps,
+// which real kubeadm prints after its error whatever it is: how to see a stack trace.
+func TestAKubeadmOlderThan131AsksForKubernetesVersion(t *testing.T) {
+	h := newFakeHost(t, gpuHost("kubelet=1.30.4-1.1", "kubeadm=1.30.4-1.1"), nil)
+	// kubeadm 1.30's answer to a v1beta4 file, as a failure reports it: its last line.
+	h.answer(kubeadmJoin, reply{err: "exit status 1: To see the stack trace of this error execute with --v=5 or higher"})
+	c := &Converger{Root: h.root, Runner: h, Secrets: secrets{"secret://k8s/bootstrap": joinToken}}
+	unit := strings.Replace(joinUnit, `"kubernetesVersion": "v1.34", `, "", 1)
+	results := c.Converge(context.Background(), Spec{Units: []Unit{{Name: "k8s-join", Settings: []byte(unit)}}})
+	if len(results) != 1 || results[0].Status != Failed || results[0].Code != proto.InvalidConfig ||
+		!strings.Contains(results[0].Message, "set the unit's kubernetesVersion to the version the image carries (v1.30.4)") || !strings.Contains(results[0].Message, "at kubernetesVersion") {
+		t.Errorf("results %+v, want the unit refused INVALID_CONFIG at kubernetesVersion, saying to set it to v1.30.4", results)
+	}
+	for _, call := range h.takeCalls() {
+		if strings.HasPrefix(call, "kubeadm") {
+			t.Errorf("ran %s", call)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(h.root, k8s.KubeletDefaults)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the refused unit wrote %s: %v", k8s.KubeletDefaults, err)
+	}
+	h.answer(kubeadmJoin, reply{effect: func(h *fakeHost) { h.write(k8s.KubeletConf, kubeletConf) }})
+	unit = strings.Replace(joinUnit, `"v1.34"`, `"v1.30.4"`, 1)
+	if results := c.Converge(context.Background(), Spec{Units: []Unit{{Name: "k8s-join", Settings: []byte(unit)}}}); len(results) != 1 || results[0].Status != Changed {
+		t.Errorf("with kubernetesVersion v1.30.4: results %+v, want the host joined", results)
+	}
+}
+
 // TestKubeadmJoinTokenOnNoCommandLine: the bootstrap token reaches kubeadm join in a
 // JoinConfiguration file of mode 0600, removed once kubeadm returns, whether it joined
 // or failed; no program bcd runs has it among its arguments, which every user and process

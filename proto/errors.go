@@ -278,8 +278,13 @@ func cutText(s string, limit int) string {
 	return s[:keep] + fmt.Sprintf("… (%d bytes cut)", len(s)-keep)
 }
 
-// CodeOf returns the code of err: its own if it is (or wraps) an *Error, else INTERNAL.
+// CodeOf returns the code of err: its own if it is (or wraps) an *Error, else INTERNAL;
+// none ("", of no code in Codes) when err is nil, so that a check of a code never takes
+// an error that was never returned for an INTERNAL one.
 func CodeOf(err error) Code {
+	if err == nil {
+		return ""
+	}
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
 	}

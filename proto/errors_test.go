@@ -1,6 +1,8 @@
 package proto
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -63,5 +65,20 @@ func TestAsErrorOfNoError(t *testing.T) {
 	}
 	if at := e.WithPath("nodeId"); at.Details.Path != "nodeId" || e.Details.Path != "" {
 		t.Errorf("WithPath of AsError(nil): %+v, and the original became %+v", at, e)
+	}
+}
+
+// TestCodeOfNoError: CodeOf of a nil error is no code, which no check of a code takes
+// for the error it looks for; before, it was INTERNAL, and a test that checked for an
+// INTERNAL error passed on a call that wrongly returned none.
+func TestCodeOfNoError(t *testing.T) {
+	if code := CodeOf(nil); code != "" {
+		t.Errorf("CodeOf(nil) = %s, want no code", code)
+	}
+	if code := CodeOf(errors.New("disk gone")); code != Internal {
+		t.Errorf("CodeOf of an error of no code = %s, want INTERNAL", code)
+	}
+	if code := CodeOf(fmt.Errorf("reading: %w", Errorf(NotFound, "no node"))); code != NotFound {
+		t.Errorf("CodeOf of a wrapped NOT_FOUND = %s", code)
 	}
 }

@@ -366,6 +366,31 @@ func TestStreamStartsAQuarterPastTheLastRestart(t *testing.T) {
 	}
 }
 
+// TestARestartIsMeasuredOnTheEndpointsClock: an endpoint whose clock (Config.Now) is 60
+// days behind the real time, as a registry's is in the tests that let days pass, dates
+// the stop of its agents by that clock and, started again, measures its restart from
+// that date on the same clock: the pause between the two, of the agents the stop told.
+// The stop's date and the start's reading must come from one clock: 60 days between
+// them is no restart measured at all.
+func TestARestartIsMeasuredOnTheEndpointsClock(t *testing.T) {
+	const n = 5
+	behind := func() time.Time { return time.Now().Add(-60 * 24 * time.Hour) }
+	e := newEnv(t, agents.Config{Now: behind})
+	sessionsOverQUIC(t, e, n)
+	before := behind()
+	e.stop()
+	after := behind()
+	if p := readPlan(t, e); p.StoppedAt.Before(before) || p.StoppedAt.After(after) || p.Told != n {
+		t.Errorf("the stop of %d agents is dated %s and told %d, want between %s and %s by the endpoint's clock", n, p.StoppedAt, p.Told, before, after)
+	}
+	const pause = 200 * time.Millisecond
+	time.Sleep(pause)
+	e.start()
+	if got := e.ep.Return(); got.Restart < pause || got.RestartTold != n {
+		t.Errorf("restarted %v after a stop of %d agents: the plan says a restart of %v after a stop of %d", pause, n, got.Restart, got.RestartTold)
+	}
+}
+
 // TestAShutdownOutlivesALostClose: a stopping registry tells an agent of this version on
 // its session stream that it stops, before it closes the connection, so that an agent
 // whose close is lost on the way still hears its moment and comes back at it. Once the

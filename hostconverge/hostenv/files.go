@@ -140,27 +140,19 @@ func (p *Pass) WithPrivateFile(name string, data []byte, use func() error) (err 
 // runs.
 func RemovePrivateFiles(root string) ([]string, error) {
 	dir := filepath.Join(root, PrivateDir)
-	entries, err := os.ReadDir(dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, nil
-	case err != nil:
-		return nil, fileError("reading", PrivateDir, err)
-	}
+	names, err := fsutil.RemoveEntries(dir, func(fs.DirEntry) bool { return true })
 	var removed []string
-	for _, e := range entries {
-		name := path.Join(PrivateDir, e.Name())
-		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			return removed, fileError("removing", name, err)
-		}
-		removed = append(removed, name)
+	for _, n := range names {
+		removed = append(removed, path.Join(PrivateDir, n))
 	}
-	if len(removed) > 0 {
-		if err := fsutil.SyncDir(dir); err != nil {
-			return removed, fileError("syncing", PrivateDir, err)
-		}
+	pe, ok := errors.AsType[*fs.PathError](err)
+	switch {
+	case len(names) == 0 && errors.Is(err, fs.ErrNotExist): // no pass made PrivateDir since the boot
+		return nil, nil
+	case ok:
+		return removed, fileError(pe.Op, PrivateDir+strings.TrimPrefix(pe.Path, dir), pe.Err)
 	}
-	return removed, nil
+	return removed, err
 }
 
 // ReadValue reads a kernel value file (/proc/sys, /sys) and returns it without the

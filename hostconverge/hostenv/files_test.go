@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
@@ -84,5 +86,42 @@ func TestWithPrivateFileLeavesNoSecret(t *testing.T) {
 	}
 	if _, err := os.Stat(p.Path(elsewhere)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("%s was written: %v", elsewhere, err)
+	}
+}
+
+// TestRemovePrivateFiles: what an earlier pass left in PrivateDir goes, a directory
+// with what it holds included, and is named by its host path; a host whose pass never
+// made PrivateDir has nothing to remove; a failure names the host path, not the root.
+func TestRemovePrivateFiles(t *testing.T) {
+	root := t.TempDir()
+	if removed, err := RemovePrivateFiles(root); err != nil || removed != nil {
+		t.Fatalf("no %s: removed %q, %v; want nothing", PrivateDir, removed, err)
+	}
+	dir := filepath.Join(root, PrivateDir)
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"kubeadm-join.yaml", ".kubeadm-join.yaml.tmp-812736", "sub/token"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("secret"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := RemovePrivateFiles(root)
+	want := []string{PrivateDir + "/.kubeadm-join.yaml.tmp-812736", PrivateDir + "/kubeadm-join.yaml", PrivateDir + "/sub"}
+	if err != nil || !slices.Equal(removed, want) {
+		t.Errorf("removed %q, %v; want %q", removed, err, want)
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Errorf("%s holds %v after the removal (%v)", PrivateDir, entries, err)
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = RemovePrivateFiles(root)
+	if want := "reading " + PrivateDir + ": "; proto.CodeOf(err) != proto.DriverError || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), root) {
+		t.Errorf("a file where %s is: %v, want DRIVER_ERROR %q without the root", PrivateDir, err, want)
 	}
 }

@@ -48,6 +48,9 @@ func Join(ctx context.Context, p *hostenv.Pass, s *hostunit.K8sJoin) error {
 		}
 	}
 	if !joined {
+		if err := checkKubeadmReadsV1beta4(p, s.KubernetesVersion); err != nil {
+			return err
+		}
 		if _, err := p.EnsureFile(KubeletDefaults, renderKubeletDefaults(s), 0o644); err != nil {
 			return err
 		}
@@ -112,8 +115,7 @@ const JoinConfig = hostenv.PrivateDir + "/kubeadm-join.yaml"
 // bootstrap token to the discovery token, as its --token flag sets both.
 func joinConfiguration(s *hostunit.K8sJoin, endpoint, token string) ([]byte, error) {
 	apiVersion := "kubeadm.k8s.io/v1beta4"
-	var major, minor int
-	if _, err := fmt.Sscanf(s.KubernetesVersion, "v%d.%d", &major, &minor); err == nil && major == 1 && minor < 31 {
+	if beforeV1beta4(s.KubernetesVersion) {
 		apiVersion = "kubeadm.k8s.io/v1beta3"
 	}
 	type bootstrapToken struct {
@@ -129,6 +131,36 @@ func joinConfiguration(s *hostunit.K8sJoin, endpoint, token string) ([]byte, err
 		Kind       string    `json:"kind"`
 		Discovery  discovery `json:"discovery"`
 	}{apiVersion, "JoinConfiguration", discovery{bootstrapToken{endpoint, token, []string{"sha256:" + s.CACertSHA256}}}})
+}
+
+// beforeV1beta4 reports whether version (vX.Y or vX.Y.Z) is a Kubernetes older than 1.31,
+// whose kubeadm reads no kubeadm.k8s.io/v1beta4 configuration.
+func beforeV1beta4(version string) bool {
+	var major, minor int
+	_, err := fmt.Sscanf(version, "v%d.%d", &major, &minor)
+	return err == nil && major == 1 && minor < 31
+}
+
+// checkKubeadmReadsV1beta4 refuses to join with a unit that names no kubernetesVersion,
+// whose JoinConfiguration is v1beta4, on a host whose kubeadm package is older than 1.31:
+// that kubeadm fails on the file (no kind "JoinConfiguration" is registered for version
+// "kubeadm.k8s.io/v1beta4"), and its last line, which is all of its output a failure
+// reports, says only how to see a stack trace. A kubeadm that is no package of the host's
+// is left to run.
+func checkKubeadmReadsV1beta4(p *hostenv.Pass, want string) error {
+	if want != "" {
+		return nil
+	}
+	pkgs, err := debpkg.Installed(p)
+	if err != nil {
+		return err
+	}
+	installed, ok := pkgs["kubeadm"]
+	if have := "v" + debpkg.Upstream(installed); ok && beforeV1beta4(have) {
+		return proto.Errorf(proto.InvalidConfig, "kubeadm %s is installed, which reads no kubeadm.k8s.io/v1beta4 JoinConfiguration (kubeadm 1.31 and later do): "+
+			"set the unit's kubernetesVersion to the version the image carries (%s), and bcd writes the v1beta3 that kubeadm 1.22 to 1.35 reads", have, have).WithPath("kubernetesVersion")
+	}
+	return nil
 }
 
 // apiEndpoint is the host:port kubeadm join takes for an https URL (port 443 when it

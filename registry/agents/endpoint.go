@@ -111,7 +111,11 @@ type Config struct {
 	// Without it every request is UNSUPPORTED.
 	Renew func(node string, role proto.Role, epoch int64, publicKey []byte) ([]byte, error)
 	// Now is the clock that dates a session's opening for OnSession and its end for
-	// OnSessionEnd, and spaces the progress reports told; time.Now when nil.
+	// OnSessionEnd, and a stop in the return plan it stores (StoppedAt, which the store's
+	// prune compares with its own clock, and the next start measures its restart from),
+	// and spaces the progress reports told; time.Now when nil. The waits a stop asks of
+	// its agents and the return's measures (handshake times, the saturated rate) are
+	// durations, timed on the host's monotonic clock.
 	Now func() time.Time
 	// AckTimeout is how long a pushed NodeSpec holds its place in the push window
 	// without an acknowledgement (DefaultAckTimeout when zero). An agent's
@@ -142,15 +146,18 @@ type Config struct {
 	Keys *Keys
 }
 
-// closingState is when Close began, how many sessions it had to tell, when the stream it
-// asks of them starts (streamStart) and its rate (a second), and the spread within which
-// one refused on its return tries again after the stream's end (reslotSpread).
+// closingState is when Close began (at, on the host's monotonic clock, which times the
+// waits the agents are told; stoppedAt, the same moment on the endpoint's clock, which
+// dates the stop's record), how many sessions it had to tell, when the stream it asks of
+// them starts (streamStart) and its rate (a second), and the spread within which one
+// refused on its return tries again after the stream's end (reslotSpread).
 type closingState struct {
-	at     time.Time
-	n      int
-	start  time.Duration
-	rate   float64
-	spread time.Duration
+	at        time.Time
+	stoppedAt time.Time
+	n         int
+	start     time.Duration
+	rate      float64
+	spread    time.Duration
 }
 
 // Keys are the endpoint's own keys: its QUIC stateless reset key and its TLS session
@@ -276,7 +283,7 @@ func Start(cfg Config) (*Endpoint, error) {
 		udp.Close()
 		return nil, err
 	}
-	plan = measureRestart(plan, time.Now())
+	plan = measureRestart(plan, cfg.Now())
 	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[identity]*session{}, hellos: map[identity]*quic.Conn{}, plan: plan, probing: make(chan struct{}, remeasuring)}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.push.init()
@@ -453,7 +460,8 @@ func (e *Endpoint) Close() error {
 	e.unhook()
 	e.mu.Lock()
 	e.cancel() // under mu: spawn starts nothing and register registers nothing after this
-	e.closing.at, e.closing.n, e.closing.rate = time.Now(), len(e.sessions), e.plan.Rate
+	e.closing.at, e.closing.stoppedAt = time.Now(), e.cfg.Now()
+	e.closing.n, e.closing.rate = len(e.sessions), e.plan.Rate
 	e.closing.start = streamStart(e.closing.n, e.plan)
 	streamEnd := returnDelay(e.closing.start, e.closing.n, 0, e.closing.rate)
 	e.closing.spread = reslotSpread(e.plan, streamEnd)
@@ -466,7 +474,7 @@ func (e *Endpoint) Close() error {
 		// timeout) delays the stream instead of squeezing it into a herd of agents whose
 		// moments passed while it waited.
 		e.mu.Lock()
-		e.closing.at = time.Now()
+		e.closing.at, e.closing.stoppedAt = time.Now(), e.cfg.Now()
 		e.mu.Unlock()
 	}
 	err := e.ln.Close()
@@ -485,7 +493,7 @@ func (e *Endpoint) Close() error {
 	}
 	e.mu.Lock()
 	plan := e.plan
-	plan.Told, plan.StoppedAt = e.closing.n, e.closing.at
+	plan.Told, plan.StoppedAt = e.closing.n, e.closing.stoppedAt
 	e.mu.Unlock()
 	if perr := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.PutAgentReturn(e.cfg.Replica, plan) }); err == nil {
 		err = perr

@@ -49,7 +49,7 @@ var requestOf = map[string]any{
 	"images.register": RegisterImageRequest{}, "images.get": GetImageRequest{}, "images.list": ListImagesRequest{}, "images.promote": ImageRequest{},
 	"signers.add": AddSignerRequest{}, "signers.revoke": SignerRequest{}, "signers.list": ListSignersRequest{},
 	"sites.create": CreateSiteRequest{}, "sites.update": UpdateSiteRequest{}, "sites.list": ListRequest{}, "sites.cachePlan": SiteRequest{},
-	"sites.knownMacs": KnownMACsRequest{}, "sites.locations": SiteRequest{}, "sites.inventory": SiteRequest{},
+	"sites.knownMacs": KnownMACsRequest{}, "sites.locations": SiteLocationsRequest{}, "sites.inventory": SiteRequest{},
 	"sites.revokeCertificates": RevokeSiteCertificatesRequest{},
 	"metal.events":             EventsRequest{}, "metal.attestation": NodeKey{}, "metal.acceptBoot": AcceptBootRequest{}, "metal.inventory": NodeKey{},
 	"metal.inspect": TransitionRequest{}, "metal.commission": TransitionRequest{}, "metal.release": TransitionRequest{},

@@ -227,7 +227,7 @@ func TestAnUnknownSiteIsNotFoundAtSiteID(t *testing.T) {
 	c := rootClient(t, ActionSitesManage)
 	for method, body := range map[string]any{
 		"sites.update":    map[string]any{"siteId": "rack-9", "imageSources": []string{}},
-		"sites.locations": SiteRequest{SiteID: "rack-9"},
+		"sites.locations": SiteLocationsRequest{SiteID: "rack-9"},
 		"sites.inventory": SiteRequest{SiteID: "rack-9"},
 		"sites.cachePlan": SiteRequest{SiteID: "rack-9"},
 		"sites.knownMacs": KnownMACsRequest{SiteID: "rack-9"},

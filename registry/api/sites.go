@@ -45,9 +45,18 @@ type SiteList struct {
 	NextCursor string `json:"nextCursor,omitempty"`
 }
 
-// SiteLocations is the answer of sites.locations: the images the site's caches hold.
+// SiteLocationsRequest is the body of sites.locations: one page of the images the site's
+// caches hold.
+type SiteLocationsRequest struct {
+	SiteID string `json:"siteId"`
+	ListRequest
+}
+
+// SiteLocations is the answer of sites.locations: one page of the images the site's
+// caches hold, by image id.
 type SiteLocations struct {
-	Locations []ImageLocation `json:"locations"`
+	Locations  []ImageLocation `json:"locations"`
+	NextCursor string          `json:"nextCursor,omitempty"`
 }
 
 // SiteInventory is the answer of sites.inventory: what the site's agent last reported,
@@ -165,17 +174,16 @@ func (s *Server) registerSites() {
 		})
 		return out, err
 	})
-	Handle(s, "sites.locations", ActionSitesManage, func(_ context.Context, c *Caller, req SiteRequest) (out SiteLocations, err error) {
+	Handle(s, "sites.locations", ActionSitesManage, func(_ context.Context, c *Caller, req SiteLocationsRequest) (out SiteLocations, err error) {
 		if err := sitesRootOnly(c); err != nil {
 			return out, err
 		}
-		err = c.view(func(tx *store.Tx) (err error) {
+		out.Locations, out.NextCursor, err = listPage(c, req.ListRequest, func(tx *store.Tx, page store.Page) ([]ImageLocation, string, error) {
 			if _, err := requestedSite(tx, req.SiteID); err != nil {
-				return err
+				return nil, "", err
 			}
-			locs, err := tx.ImageLocations(req.SiteID)
-			out.Locations = viewsOf(locs, locationOf)
-			return err
+			locs, next, err := tx.ImageLocationsPage(req.SiteID, page)
+			return viewsOf(locs, locationOf), next, err
 		})
 		return out, err
 	})

@@ -127,7 +127,7 @@ func wireAnswers() map[string]any {
 		"sites.create": fullSite(),
 		"sites.list":   SiteList{Sites: []Site{siteWithAgent()}, NextCursor: "cmFjay1h"},
 		"sites.locations": SiteLocations{Locations: viewsOf([]store.ImageLocation{{ImageID: "im_1", SiteLocation: store.SiteLocation{Site: "rack-a", Digest: fullImage().SHA256, Source: fullImage().Source,
-			State: proto.ImageCacheState("failed"), SizeBytes: 1 << 30, LastUsed: at, Reason: proto.ReasonSourceNotAllowed, RefusedHost: "cdn.example.com:443", UpdatedAt: later}}}, locationOf)},
+			State: proto.ImageCacheState("failed"), SizeBytes: 1 << 30, LastUsed: at, Reason: proto.ReasonSourceNotAllowed, RefusedHost: "cdn.example.com:443", UpdatedAt: later}}}, locationOf), NextCursor: "cmFjay1hAGltXzE"},
 		"sites.inventory": SiteInventory{Agent: "site-rack-a", Session: siteWithAgent().Agent, Sections: viewsOf([]store.InventorySection{inventorySection()}, sectionOf)},
 		"sites.cachePlan": cachePlanOf(image.CachePlan{Site: "rack-a", CacheImages: []proto.CacheImage{{Ref: "ubuntu@24.04"}}, Excluded: []image.ExcludedImage{{Tenant: "acme", Pool: "gpu", Ref: "old@1", Reason: "unsigned", Message: "old@1 is not signed"}}},
 			[]image.FailedImage{{Ref: "ubuntu@24.04", Digest: fullImage().SHA256, Source: fullImage().Source, Reason: proto.ReasonSourceNotAllowed, RefusedHost: "cdn.example.com:443"}}),

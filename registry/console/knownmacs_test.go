@@ -13,6 +13,7 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/better-compute/better-compute/testkit"
 )
 
@@ -135,3 +136,26 @@ func TestKnownMACsPage(t *testing.T) {
 		}
 	})
 }
+
+// TestSitesPageShowsAPageOfTheCache: a site whose cache holds more images than a page
+// shows the first page on the Sites page, by image id, and the `sites locations`
+// command with the cursor that lists the next. Before, the page asked for the site's
+// whole list at once, and showed it.
+func TestSitesPageShowsAPageOfTheCache(t *testing.T) {
+	const held = 101 // one more than the page the console asks for
+	reg, _, _, _ := twoTenants(t)
+	var ids []string
+	reg = whileStopped(t, reg, func(tx *store.Tx) (err error) { ids, err = storetest.Located(tx, "rack-a", held); return err })
+	admin := newClient(t, reg)
+	admin.signIn(reg.AdminConfig)
+	p := admin.get("/ui/sites")
+	var shown []string
+	for _, m := range locationRow.FindAllStringSubmatch(p.body, -1) {
+		shown = append(shown, m[1])
+	}
+	if p.status != http.StatusOK || !slices.Equal(shown, ids[:held-1]) || !strings.Contains(p.body, "<code>sites locations rack-a --cursor ") {
+		t.Errorf("the Sites page (%d) shows %d of the %d images rack-a's cache holds, want the first %d by id and the command that lists the next:\n%s", p.status, len(shown), held, held-1, p.body)
+	}
+}
+
+var locationRow = regexp.MustCompile(`<tr class="location" data-image="([^"]+)">`)

@@ -132,9 +132,13 @@ func (c *Console) node(w http.ResponseWriter, r *http.Request, s *session) {
 type siteData struct {
 	Site api.Site
 	// Agent is whether the site's agent is connected (sites.inventory).
-	Agent     *api.SiteAgent
-	Sections  []section
-	Locations []api.ImageLocation
+	Agent    *api.SiteAgent
+	Sections []section
+	// Locations are the first page of what the site's cache holds (sites.locations),
+	// and LocationsCursor the cursor of the next, empty when there is none: `sites
+	// locations ID --cursor` lists the rest.
+	Locations       []api.ImageLocation
+	LocationsCursor string
 	// Failed are the images of the site's cache plan its cache failed to pull, with why
 	// (sites.cachePlan's failed; `sites cache-plan`'s FAILED AT THE SITE).
 	Failed []api.FailedImage
@@ -163,7 +167,7 @@ func (c *Console) sites(w http.ResponseWriter, r *http.Request, s *session) {
 		var plan api.CachePlan
 		err := c.call(r.Context(), s, "sites.inventory", api.SiteRequest{SiteID: site.ID}, &inv)
 		if err == nil {
-			err = c.call(r.Context(), s, "sites.locations", api.SiteRequest{SiteID: site.ID}, &locs)
+			err = c.call(r.Context(), s, "sites.locations", api.SiteLocationsRequest{SiteID: site.ID, ListRequest: api.ListRequest{Limit: pageSize}}, &locs)
 		}
 		if err == nil {
 			err = c.call(r.Context(), s, "sites.cachePlan", api.SiteRequest{SiteID: site.ID}, &plan)
@@ -171,7 +175,7 @@ func (c *Console) sites(w http.ResponseWriter, r *http.Request, s *session) {
 		if err != nil {
 			d.Err = proto.AsError(err)
 		}
-		d.Agent, d.Sections, d.Locations, d.Failed = inv.Session, sectionsOf(inv.Sections), locs.Locations, plan.Failed
+		d.Agent, d.Sections, d.Locations, d.LocationsCursor, d.Failed = inv.Session, sectionsOf(inv.Sections), locs.Locations, locs.NextCursor, plan.Failed
 		out.Sites = append(out.Sites, d)
 	}
 	c.render(w, r, http.StatusOK, "sites", s, view{Title: "Sites", Nav: "sites", Data: &out})

@@ -134,3 +134,14 @@ func (t *Tx) ImageLocations(site string) ([]ImageLocation, error) {
 	slices.SortFunc(out, func(a, b ImageLocation) int { return strings.Compare(a.ImageID, b.ImageID) })
 	return out, nil
 }
+
+// ImageLocationsPage returns one page of ImageLocations, ordered by image id, and the
+// cursor of the next page (empty at the end): sites.locations. A page reads the site's
+// locations and their images whole, as ImageLocations does: what it bounds is the answer.
+func (t *Tx) ImageLocationsPage(site string, p Page) ([]ImageLocation, string, error) {
+	locs, err := t.ImageLocations(site)
+	if err != nil {
+		return nil, "", err
+	}
+	return PageOf(locs, func(l ImageLocation) []byte { return []byte(l.ImageID) }, p)
+}

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +128,67 @@ func TestImageLocationChecks(t *testing.T) {
 		err := s.View(func(tx *Tx) error { _, err := tx.ImageLocation("rack-1", img.ID); return err })
 		if proto.CodeOf(err) != proto.NotFound {
 			t.Errorf("the dropped location: %v, want NOT_FOUND", err)
+		}
+	})
+}
+
+// TestImageLocationsPage: a site's locations page by image id, a page at most its limit
+// and a cursor to the next while one follows, every location once over the pages, none
+// of another site's (rack-10 beside rack-1); the last page offers no cursor.
+func TestImageLocationsPage(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := withTenants(t, open, "acme")
+		var want []string
+		if err := s.Update(func(tx *Tx) error {
+			for _, site := range []string{"rack-1", "rack-10"} {
+				if _, err := tx.CreateSite(site); err != nil {
+					return err
+				}
+			}
+			for i := range 5 {
+				img, err := tx.CreateImage(testImage("acme", fmt.Sprintf("a@%d", i), false))
+				if err != nil {
+					return err
+				}
+				want = append(want, img.ID)
+				for _, site := range []string{"rack-1", "rack-10"} {
+					if _, err := tx.PutSiteLocation(SiteLocation{Site: site, Digest: img.SHA256, Source: img.Source, State: proto.CacheReady}); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(want)
+		var got []string
+		page := Page{Limit: 2}
+		for pages := 1; ; pages++ {
+			var locs []ImageLocation
+			var next string
+			if err := s.View(func(tx *Tx) (err error) { locs, next, err = tx.ImageLocationsPage("rack-1", page); return err }); err != nil {
+				t.Fatal(err)
+			}
+			if len(locs) > page.Limit || len(locs) < page.Limit && next != "" {
+				t.Fatalf("page %d holds %d locations, cursor %q: want at most %d, and a cursor only after a full page", pages, len(locs), next, page.Limit)
+			}
+			for _, l := range locs {
+				if l.Site != "rack-1" {
+					t.Errorf("page %d holds a location at %s", pages, l.Site)
+				}
+				got = append(got, l.ImageID)
+			}
+			if next == "" {
+				if pages != 3 {
+					t.Errorf("%d pages of 2 for 5 locations, want 3", pages)
+				}
+				break
+			}
+			page.Cursor = next
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("the pages hold %v, want %v", got, want)
 		}
 	})
 }

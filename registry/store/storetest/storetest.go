@@ -6,8 +6,11 @@
 package storetest
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
 )
@@ -97,4 +100,24 @@ func Update(t testing.TB, st *store.Store, fn func(*store.Tx) error) {
 	if err := st.Update(fn); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Located registers n images of the root tenant in tx, each of its own digest, and
+// locates each ready at site, as a site cache's report does, and returns their ids in
+// the order sites.locations lists them.
+func Located(tx *store.Tx, site string, n int) ([]string, error) {
+	var ids []string
+	for i := range n {
+		img, err := tx.CreateImage(store.Image{Tenant: store.RootTenant, Ref: fmt.Sprintf("os@%d", i), Kind: proto.KindOS, Format: proto.FormatRaw,
+			SHA256: fmt.Sprintf("%064x", i+1), Source: fmt.Sprintf("https://images.example.com/os-%d", i)})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := tx.PutSiteLocation(store.SiteLocation{Site: site, Digest: img.SHA256, Source: img.Source, State: proto.CacheReady}); err != nil {
+			return nil, err
+		}
+		ids = append(ids, img.ID)
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
