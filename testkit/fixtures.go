@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -151,4 +153,34 @@ func SparseFile(t testing.TB, path string, size int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Tree is what dir holds, for a test that a step wrote nothing: each file's and
+// directory's path under dir, its mode and, for a file, its content.
+func Tree(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	tree := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		tree[rel] = info.Mode().String()
+		if info.Mode().IsRegular() {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			tree[rel] += " " + string(data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
 }
