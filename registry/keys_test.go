@@ -38,21 +38,6 @@ func copyStore(t *testing.T, from string) string {
 	return to
 }
 
-// copyDir copies the files of the directory from into a new directory to (0700).
-func copyDir(t *testing.T, from, to string) {
-	t.Helper()
-	entries, err := os.ReadDir(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(to, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		copyFile(t, filepath.Join(from, e.Name()), filepath.Join(to, e.Name()))
-	}
-}
-
 // copyFile copies a file, mode 0600.
 func copyFile(t *testing.T, from, to string) {
 	t.Helper()
@@ -255,7 +240,7 @@ func TestALostSecretsKeyIsRefused(t *testing.T) {
 	pkiDir := filepath.Join(dir, pki.Dir)
 	keyFile := filepath.Join(pkiDir, "secrets.key")
 	backup := filepath.Join(t.TempDir(), "pki")
-	copyDir(t, pkiDir, backup)
+	testkit.CopyDir(t, pkiDir, backup)
 	for name, replace := range map[string]func(){
 		"lost":          func() { os.Remove(keyFile) },
 		"lost with pki": func() { os.RemoveAll(pkiDir) },
@@ -265,7 +250,7 @@ func TestALostSecretsKeyIsRefused(t *testing.T) {
 			replace()
 			defer func() {
 				os.RemoveAll(pkiDir)
-				copyDir(t, backup, pkiDir)
+				testkit.CopyDir(t, backup, pkiDir)
 			}()
 			before := testkit.Tree(t, dir)
 			r, err := New(Config{DataDir: dir, Listen: "127.0.0.1:0", AgentListen: "127.0.0.1:0"})
@@ -429,7 +414,7 @@ func TestALostPKIIsRefused(t *testing.T) {
 			b.Close()
 			pkiDir := filepath.Join(dir, pki.Dir)
 			backup := filepath.Join(t.TempDir(), "pki")
-			copyDir(t, pkiDir, backup)
+			testkit.CopyDir(t, pkiDir, backup)
 			for what, change := range map[string]func() []string{
 				"the serving CA gone": func() []string {
 					os.Remove(filepath.Join(pkiDir, "serving-ca.key"))
@@ -467,7 +452,7 @@ func TestALostPKIIsRefused(t *testing.T) {
 						t.Errorf("the refused start changed the data directory (-before +after):\n%s", diff)
 					}
 					os.RemoveAll(pkiDir)
-					copyDir(t, backup, pkiDir)
+					testkit.CopyDir(t, backup, pkiDir)
 				})
 			}
 			c := newTestRegistry(t, Config{DataDir: dir})

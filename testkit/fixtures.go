@@ -156,7 +156,7 @@ func SparseFile(t testing.TB, path string, size int64) {
 }
 
 // Tree is what dir holds, for a test that a step wrote nothing: each file's and
-// directory's path under dir, its mode and, for a file, its content.
+// directory's path under dir, its mode and, for a file, its content's Digest.
 func Tree(t testing.TB, dir string) map[string]string {
 	t.Helper()
 	tree := map[string]string{}
@@ -175,7 +175,7 @@ func Tree(t testing.TB, dir string) map[string]string {
 			if err != nil {
 				return err
 			}
-			tree[rel] += " " + string(data)
+			tree[rel] += " " + Digest(data)
 		}
 		return nil
 	})
@@ -183,4 +183,24 @@ func Tree(t testing.TB, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return tree
+}
+
+// CopyDir copies the files of the directory from into a new directory to (0700), each
+// 0600: a backup of a data directory's pki/, say.
+func CopyDir(t testing.TB, from, to string) {
+	t.Helper()
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(to, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		WriteFile(t, filepath.Join(to, e.Name()), data, 0o600)
+	}
 }
