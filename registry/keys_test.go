@@ -3,6 +3,7 @@ package registry
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -470,4 +471,28 @@ func TestALostPKIIsRefused(t *testing.T) {
 			newTestRegistry(t, Config{DataDir: dir}).Close()
 		})
 	}
+}
+
+// TestALostSecretsKeySealedOnce: a registry that ran without a KEK, whose secrets key is
+// lost for good, started with a KEK and SecretsKeyLost seals the key it has, checks it
+// once, before it seals it, and says so once (before, it checked the key again once
+// sealed, and warned twice); the store records the key, and the next start with the KEK
+// needs the flag no more.
+func TestALostSecretsKeySealedOnce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	a := newTestRegistry(t, Config{DataDir: dir})
+	putSecret(t, a, "sealed-with-the-lost-key")
+	a.Close()
+	testkit.WriteFile(t, filepath.Join(dir, pki.Dir, secret.KeyFile), bytes.Repeat([]byte{7}, 32), 0o600)
+	kek := filepath.Join(t.TempDir(), "kek")
+	var logged testkit.SyncBuffer
+	b := newTestRegistry(t, Config{DataDir: dir, KEKFile: kek, SecretsKeyLost: true, Log: slog.New(slog.NewTextHandler(&logged, nil))})
+	if n := strings.Count(logged.String(), "--secrets-key-lost: "); n != 1 {
+		t.Errorf("the start with SecretsKeyLost warned of the lost key %d times, want once:\n%s", n, logged.String())
+	}
+	if recordedID(t, b, store.SecretsKey) != b.keys.box.ID() {
+		t.Errorf("the store records key %q, want the sealed %s", recordedID(t, b, store.SecretsKey), b.keys.box.ID())
+	}
+	b.Close()
+	newTestRegistry(t, Config{DataDir: dir, KEKFile: kek}).Close()
 }
