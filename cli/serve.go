@@ -17,7 +17,7 @@ import (
 var serveCommands = []command{{
 	path:     "serve",
 	hostOnly: true,
-	usage:    "--data-dir DIR [--store bbolt|etcd] [--etcd-endpoints URL,URL,URL] [--etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE] [--listen HOST:PORT] [--agent-listen HOST:PORT] [--metrics-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--secrets-key-lost] [--agent-endpoints HOST:PORT,...] [--api-running N] [--api-tenant-waiting N] [--api-tenant-watching N] [--auth-failure-burst N] [--auth-failure-refill DURATION] [--tenant-secrets N] [--tenant-images N] [--tenant-profile-versions N] [--tenant-credentials N] [--tenant-pools N] [--tenant-nodes N] [--gc-percent N] [--memory-limit SIZE|auto|none] [--log-format text|json]",
+	usage:    "--data-dir DIR [--store bbolt|etcd] [--etcd-endpoints URL,URL,URL] [--etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE] [--listen HOST:PORT] [--agent-listen HOST:PORT] [--metrics-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--secrets-key-lost] [--pki-lost] [--agent-endpoints HOST:PORT,...] [--api-running N] [--api-tenant-waiting N] [--api-tenant-watching N] [--auth-failure-burst N] [--auth-failure-refill DURATION] [--tenant-secrets N] [--tenant-images N] [--tenant-profile-versions N] [--tenant-credentials N] [--tenant-pools N] [--tenant-nodes N] [--gc-percent N] [--memory-limit SIZE|auto|none] [--log-format text|json]",
 	summary:  "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
 	long: "run the registry and its agents' QUIC endpoint; prints its URL, agent endpoint and pins; " +
 		"resumes running workflows. `DIR` is made 0700 and refused when its group or others can " +
@@ -26,6 +26,7 @@ var serveCommands = []command{{
 		"templates, tokenTtlSeconds (docs/userdata.md); `--hardware-profiles`: docs/nodes.md; " +
 		"`--kek-file` seals the keys in the store for several registries on one store, `--agent-endpoints` the agent endpoints of every replica (docs/ARCHITECTURE.md#replicas); " +
 		"a start whose secrets key (DIR/pki/secrets.key) is not the one the store's secrets are sealed with is refused, and `--secrets-key-lost` starts it once the key is known lost (docs/security.md#the-secrets-key); " +
+		"so is a start whose PKI (DIR/pki's CAs and join keys) is not the one the store's agents joined with and its join tokens were minted for, and `--pki-lost` starts it once the PKI is known lost, every agent then joining again (docs/security.md#the-pki); " +
 		"`--store etcd` keeps the records in an etcd cluster instead of DIR/registry.db (docs/store.md); " +
 		"`--api-running`, `--api-tenant-waiting` and `--api-tenant-watching` bound the authenticated API calls, shared fairly between tenants, and `--auth-failure-burst` and `--auth-failure-refill` " +
 		"the failed credential checks of each source address, API calls, console sign-ins and join tokens together, and `--tenant-secrets`, `--tenant-images`, `--tenant-profile-versions`, `--tenant-credentials`, `--tenant-pools` and `--tenant-nodes` what each tenant may hold in the store (docs/security.md#what-strangers-can-cost); " +
@@ -42,6 +43,7 @@ var serveCommands = []command{{
 		agentEndpoints := fs.String("agent-endpoints", "", "agent endpoints advertised to agents, HOST:PORT,...: every replica's, the same list on each (default: this registry's own)")
 		kekFile := fs.String("kek-file", "", "key-encryption key file (0600): the registry's keys are kept sealed with it in the store, shared by every registry on that store; made on first start, copied by the operator to the others; needed with --store etcd (docs/security.md)")
 		secretsKeyLost := fs.Bool("secrets-key-lost", false, "start although DIR/pki/secrets.key is not the key the store's secrets are sealed with, which is lost: they never open again, and the store records this key from then on; give it once, after no backup of the key is left (docs/security.md#the-secrets-key)")
+		pkiLost := fs.Bool("pki-lost", false, "start although DIR/pki's CAs and join keys are not the PKI the store's agents joined with and its join tokens were minted for, which is lost: every agent joins again with a new token and the new pins, and the store records this PKI from then on; give it once, after no backup of DIR/pki is left (docs/security.md#the-pki)")
 		backend := fs.String("store", "bbolt", "where the records are: bbolt (DIR/registry.db) or etcd (--etcd-endpoints; docs/store.md)")
 		etcd := defineEtcd(fs, "etcd-endpoints", "etcd-prefix")
 		var limits api.Limits
@@ -95,7 +97,7 @@ var serveCommands = []command{{
 			sc := etcd()
 			sc.Backend = *backend
 			cfg := registry.Config{AgentEndpoints: endpoints, DataDir: *dataDir, Store: sc, Listen: *listen, AgentListen: *agentListen, HardwareProfiles: *hardware,
-				AllowUnsignedImages: *allowUnsigned, KEKFile: *kekFile, SecretsKeyLost: *secretsKeyLost, MetricsListen: *metricsListen, APILimits: limits, AuthFailures: failures, TenantBounds: bounds, Log: slog.New(h)}
+				AllowUnsignedImages: *allowUnsigned, KEKFile: *kekFile, SecretsKeyLost: *secretsKeyLost, PKILost: *pkiLost, MetricsListen: *metricsListen, APILimits: limits, AuthFailures: failures, TenantBounds: bounds, Log: slog.New(h)}
 			if *userDataConfig != "" {
 				if cfg.UserData, err = registry.LoadUserData(*userDataConfig); err != nil {
 					return err

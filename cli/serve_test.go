@@ -25,6 +25,7 @@ import (
 
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/testkit"
+	"github.com/google/go-cmp/cmp"
 )
 
 // hugeBody is the size of the join.join bodies the stranger tests send: what the API read
@@ -653,4 +654,80 @@ func startServe(t *testing.T, dir string, args ...string) io.Reader {
 	}
 	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
 	return stdout
+}
+
+// TestServeRefusesALostPKI runs `serve` as a process on a store holding a site's join
+// token: with the serving CA's files of DATA_DIR/pki gone, the whole of pki/ gone, or
+// another agent CA in it, the start is refused INVALID_CONFIG at --data-dir, naming the
+// files, their backup and --pki-lost, and leaves the data directory byte for byte as it
+// was; pki/ put back, it starts with its pins and the token is listed. Lost for good,
+// --pki-lost starts it once with new pins and says so, and the next start needs the
+// flag no more. A store holding no token nor agent makes a new PKI when its PKI is gone.
+func TestServeRefusesALostPKI(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	pkiDir := filepath.Join(dir, "pki")
+	reg := testkit.StartRegistry(t, dir)
+	reg.Stop()
+	os.RemoveAll(pkiDir)
+	reg = testkit.StartRegistry(t, dir)
+	testkit.JSON(t, reg.AdminConfig, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/31")
+	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", "rack-a")
+	pins := reg.Pins
+	reg.Stop()
+	backup := filepath.Join(t.TempDir(), "pki")
+	testkit.CopyDir(t, pkiDir, backup)
+	other := filepath.Join(t.TempDir(), "other")
+	testkit.StartRegistry(t, other).Stop()
+	serve := []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0"}
+	for what, change := range map[string]func() string{
+		"the serving CA gone": func() string {
+			os.Remove(filepath.Join(pkiDir, "serving-ca.key"))
+			os.Remove(filepath.Join(pkiDir, "serving-ca.crt"))
+			return filepath.Join(pkiDir, "serving-ca.key")
+		},
+		"pki/ gone": func() string {
+			os.RemoveAll(pkiDir)
+			return filepath.Join(pkiDir, "join-signing.key")
+		},
+		"the agent CA replaced": func() string {
+			for _, name := range []string{"agent-ca.crt", "agent-ca.key"} {
+				data, err := os.ReadFile(filepath.Join(other, "pki", name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				testkit.WriteFile(t, filepath.Join(pkiDir, name), data, 0o600)
+			}
+			return pkiDir + " is not"
+		},
+	} {
+		named := change()
+		before := testkit.Tree(t, dir)
+		e := testkit.Fails(t, "", serve...)
+		if e.Code != "INVALID_CONFIG" || e.Details.Path != "--data-dir" || !strings.Contains(e.Message, named) ||
+			!strings.Contains(e.Message, "from a backup") || !strings.Contains(e.Message, "--pki-lost") {
+			t.Errorf("serve with %s: %+v", what, e)
+		}
+		if diff := cmp.Diff(before, testkit.Tree(t, dir)); diff != "" {
+			t.Errorf("serve with %s, refused, changed the data directory (-before +after):\n%s", what, diff)
+		}
+		os.RemoveAll(pkiDir)
+		testkit.CopyDir(t, backup, pkiDir)
+	}
+
+	reg = testkit.StartRegistry(t, dir)
+	if reg.Pins != pins {
+		t.Errorf("pki/ put back: pins %+v, want %+v", reg.Pins, pins)
+	}
+	if list := testkit.CLI(t, reg.AdminConfig, "tokens", "list"); !strings.Contains(list.Stdout, "rack-a") {
+		t.Errorf("tokens list with pki/ put back:\n%s%s", list.Stdout, list.Stderr)
+	}
+	reg.Stop()
+
+	os.RemoveAll(pkiDir)
+	reg = testkit.StartRegistry(t, dir, "--pki-lost")
+	reg.Stop()
+	if reg.Pins == pins || !strings.Contains(reg.Stderr.String(), "--pki-lost") {
+		t.Errorf("the start with --pki-lost: pins %+v (lost: %+v), log:\n%s", reg.Pins, pins, reg.Stderr)
+	}
+	testkit.StartRegistry(t, dir).Stop()
 }

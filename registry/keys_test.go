@@ -3,16 +3,21 @@ package registry
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/pki"
 	"github.com/better-compute/better-compute/registry/secret"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
+	"github.com/better-compute/better-compute/testkit"
+	"github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -223,25 +228,32 @@ func clearTicketKey(t *testing.T, dir string) (key [32]byte) {
 
 // TestALostSecretsKeyIsRefused: a registry without a KEK whose DATA_DIR/pki/secrets.key
 // is lost, or replaced by another key, while its store holds secrets sealed with the
-// key, refuses to start at --data-dir naming the file and what to do, and makes no key,
-// nor seals one into the store when started with a KEK; the key put back, it starts
-// without a KEK (nothing was sealed) and opens them.
+// key, refuses to start at --data-dir naming the file and what to do, and writes
+// nothing: the data directory is byte for byte as it was, no key made, nor, with the
+// rest of pki/ lost too, a PKI; nor, started with a KEK, does it make the KEK file or
+// seal a key into the store. The key put back, it starts without a KEK (nothing was
+// sealed) and opens them.
 func TestALostSecretsKeyIsRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	a := newTestRegistry(t, Config{DataDir: dir})
 	putSecret(t, a, "sealed-before")
 	a.Close()
-	keyFile := filepath.Join(dir, pki.Dir, "secrets.key")
-	saved, err := os.ReadFile(keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pkiDir := filepath.Join(dir, pki.Dir)
+	keyFile := filepath.Join(pkiDir, "secrets.key")
+	backup := filepath.Join(t.TempDir(), "pki")
+	testkit.CopyDir(t, pkiDir, backup)
 	for name, replace := range map[string]func(){
-		"lost":     func() { os.Remove(keyFile) },
-		"replaced": func() { os.WriteFile(keyFile, bytes.Repeat([]byte{7}, 32), 0o600) },
+		"lost":          func() { os.Remove(keyFile) },
+		"lost with pki": func() { os.RemoveAll(pkiDir) },
+		"replaced":      func() { os.WriteFile(keyFile, bytes.Repeat([]byte{7}, 32), 0o600) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			replace()
+			defer func() {
+				os.RemoveAll(pkiDir)
+				testkit.CopyDir(t, backup, pkiDir)
+			}()
+			before := testkit.Tree(t, dir)
 			r, err := New(Config{DataDir: dir, Listen: "127.0.0.1:0", AgentListen: "127.0.0.1:0"})
 			if err == nil {
 				_, opened := getSecret(r)
@@ -253,20 +265,23 @@ func TestALostSecretsKeyIsRefused(t *testing.T) {
 				!strings.Contains(pe.Message, keyFile) || !strings.Contains(pe.Message, "from a backup") || !strings.Contains(pe.Message, "--secrets-key-lost") {
 				t.Errorf("New: %#v, want INVALID_CONFIG at --data-dir naming %s, its backup and --secrets-key-lost", err, keyFile)
 			}
-			got, _ := os.ReadFile(keyFile)
-			if name == "lost" && got != nil {
-				t.Errorf("the refused start made a secrets key")
+			if diff := cmp.Diff(before, testkit.Tree(t, dir)); diff != "" {
+				t.Errorf("the refused start changed the data directory (-before +after):\n%s", diff)
 			}
 			// Moving the data directory's keys into the store checks the key before it
 			// seals it: sealed, it would be the store's for good.
-			_, err = New(Config{DataDir: dir, Listen: "127.0.0.1:0", AgentListen: "127.0.0.1:0", KEKFile: filepath.Join(t.TempDir(), "kek")})
+			kek := filepath.Join(t.TempDir(), "kek")
+			_, err = New(Config{DataDir: dir, Listen: "127.0.0.1:0", AgentListen: "127.0.0.1:0", KEKFile: kek})
 			if pe, _ := err.(*proto.Error); pe == nil || pe.Code != proto.InvalidConfig || pe.Details.Path != "--data-dir" || !strings.Contains(pe.Message, keyFile) {
 				t.Errorf("New with a KEK, sealing the data directory's keys: %v, want INVALID_CONFIG at --data-dir naming %s", err, keyFile)
 			}
+			if _, err := os.Stat(kek); err == nil {
+				t.Errorf("the refused start with a KEK made the KEK file")
+			}
+			if diff := cmp.Diff(before, testkit.Tree(t, dir)); diff != "" {
+				t.Errorf("the refused start with a KEK changed the data directory (-before +after):\n%s", diff)
+			}
 		})
-	}
-	if err := os.WriteFile(keyFile, saved, 0o600); err != nil {
-		t.Fatal(err)
 	}
 	b := newTestRegistry(t, Config{DataDir: dir})
 	if got, err := getSecret(b); err != nil || string(got) != "sealed-before" {
@@ -289,11 +304,11 @@ func forgetSecretsKey(t *testing.T, dir string) {
 	}
 }
 
-// recordedSecretsKey is the ID of the key r's store records for its secrets.
-func recordedSecretsKey(t *testing.T, r *Registry) string {
+// recordedID is the ID r's store records of key k.
+func recordedID(t *testing.T, r *Registry, k store.RegistryKey) string {
 	t.Helper()
 	var id string
-	if err := r.st.View(func(tx *store.Tx) (err error) { id, _, err = tx.SecretsKeyID(); return err }); err != nil {
+	if err := r.st.View(func(tx *store.Tx) (err error) { id, _, err = tx.KeyIDOf(k); return err }); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -310,7 +325,7 @@ func TestASecretsKeyTheStoreDoesNotRecord(t *testing.T) {
 	a.Close()
 	forgetSecretsKey(t, dir)
 	b := newTestRegistry(t, Config{DataDir: dir})
-	if got := recordedSecretsKey(t, b); got != b.keys.box.ID() {
+	if got := recordedID(t, b, store.SecretsKey); got != b.keys.box.ID() {
 		t.Errorf("the store records key %q, want %s", got, b.keys.box.ID())
 	}
 	b.Close()
@@ -318,8 +333,8 @@ func TestASecretsKeyTheStoreDoesNotRecord(t *testing.T) {
 	keyFile := filepath.Join(dir, pki.Dir, "secrets.key")
 	os.Remove(keyFile)
 	c := newTestRegistry(t, Config{DataDir: dir})
-	if c.keys.box.ID() == b.keys.box.ID() || recordedSecretsKey(t, c) != c.keys.box.ID() {
-		t.Errorf("a store without secrets whose key is lost: key %s, recorded %s, want a new key recorded", c.keys.box.ID(), recordedSecretsKey(t, c))
+	if c.keys.box.ID() == b.keys.box.ID() || recordedID(t, c, store.SecretsKey) != c.keys.box.ID() {
+		t.Errorf("a store without secrets whose key is lost: key %s, recorded %s, want a new key recorded", c.keys.box.ID(), recordedID(t, c, store.SecretsKey))
 	}
 	putSecret(t, c, "sealed-before-the-record")
 	c.Close()
@@ -335,8 +350,8 @@ func TestASecretsKeyTheStoreDoesNotRecord(t *testing.T) {
 	}
 	os.WriteFile(keyFile, saved, 0o600)
 	d := newTestRegistry(t, Config{DataDir: dir})
-	if got, err := getSecret(d); err != nil || string(got) != "sealed-before-the-record" || recordedSecretsKey(t, d) != d.keys.box.ID() {
-		t.Errorf("the key that opens the store's secrets: %q, %v, recorded %q", got, err, recordedSecretsKey(t, d))
+	if got, err := getSecret(d); err != nil || string(got) != "sealed-before-the-record" || recordedID(t, d, store.SecretsKey) != d.keys.box.ID() {
+		t.Errorf("the key that opens the store's secrets: %q, %v, recorded %q", got, err, recordedID(t, d, store.SecretsKey))
 	}
 }
 
@@ -358,10 +373,126 @@ func TestReplicasOnEtcdShareOneSecretsKey(t *testing.T) {
 	kekB := filepath.Join(t.TempDir(), "kek")
 	copyFile(t, kek, kekB)
 	b := newTestRegistry(t, Config{Store: sc, DataDir: dirB, KEKFile: kekB})
-	if b.keys.box.ID() != a.keys.box.ID() || recordedSecretsKey(t, b) != a.keys.box.ID() {
-		t.Errorf("replica b has key %s, the store records %q, want replica a's %s", b.keys.box.ID(), recordedSecretsKey(t, b), a.keys.box.ID())
+	if b.keys.box.ID() != a.keys.box.ID() || recordedID(t, b, store.SecretsKey) != a.keys.box.ID() {
+		t.Errorf("replica b has key %s, the store records %q, want replica a's %s", b.keys.box.ID(), recordedID(t, b, store.SecretsKey), a.keys.box.ID())
 	}
 	if got, err := getSecret(b); err != nil || string(got) != "one-key" {
 		t.Errorf("replica b opens replica a's secret as %q, %v", got, err)
 	}
+}
+
+// TestALostPKIIsRefused: a registry without a KEK whose PKI files (DATA_DIR/pki's CAs and
+// join keys) are lost, or replaced, while its store holds a join token or an agent's
+// join, which depend on them, refuses to start at --data-dir naming the files, their
+// backup and --pki-lost, and writes nothing: the data directory is byte for byte as it
+// was. The files put back, it starts with the pins it had; lost for good, PKILost starts
+// it with a new PKI, which the store records, and the next start needs the flag no more.
+// A store holding neither takes a new PKI when its PKI is lost.
+func TestALostPKIIsRefused(t *testing.T) {
+	for name, depend := range map[string]func(tx *store.Tx) error{
+		"a join token": func(tx *store.Tx) error {
+			_, _, err := tx.CreateJoinToken(store.TokenFor{Kind: store.TokenRamdisk, NodeID: "n1"}, tx.Now().Add(time.Hour))
+			return err
+		},
+		"an agent's join": func(tx *store.Tx) error {
+			_, err := tx.RecordAgentJoin("n1", string(proto.RoleNode), store.Holder{}, time.Time{}, "")
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			a := newTestRegistry(t, Config{DataDir: dir})
+			a.Close()
+			os.RemoveAll(filepath.Join(dir, pki.Dir))
+			b := newTestRegistry(t, Config{DataDir: dir})
+			if b.Info().Pins == a.Info().Pins {
+				t.Fatalf("a new PKI has the pins of the lost one")
+			}
+			if err := b.st.Update(depend); err != nil {
+				t.Fatal(err)
+			}
+			pins := b.Info().Pins
+			b.Close()
+			pkiDir := filepath.Join(dir, pki.Dir)
+			backup := filepath.Join(t.TempDir(), "pki")
+			testkit.CopyDir(t, pkiDir, backup)
+			for what, change := range map[string]func() []string{
+				"the serving CA gone": func() []string {
+					os.Remove(filepath.Join(pkiDir, "serving-ca.key"))
+					os.Remove(filepath.Join(pkiDir, "serving-ca.crt"))
+					return []string{filepath.Join(pkiDir, "serving-ca.key"), filepath.Join(pkiDir, "serving-ca.crt")}
+				},
+				"pki/ gone": func() []string {
+					os.RemoveAll(pkiDir)
+					return []string{filepath.Join(pkiDir, "agent-ca.crt"), filepath.Join(pkiDir, "join-encryption.key")}
+				},
+				"the join signing key replaced": func() []string {
+					other := t.TempDir()
+					if _, err := pki.LoadOrCreate(other, clock.Real{}); err != nil {
+						t.Fatal(err)
+					}
+					copyFile(t, filepath.Join(other, pki.Dir, "join-signing.key"), filepath.Join(pkiDir, "join-signing.key"))
+					return []string{pkiDir + " is not", "replaced"}
+				},
+			} {
+				t.Run(what, func(t *testing.T) {
+					named := change()
+					before := testkit.Tree(t, dir)
+					_, err := New(Config{DataDir: dir, Listen: "127.0.0.1:0", AgentListen: "127.0.0.1:0"})
+					pe, _ := err.(*proto.Error)
+					if pe == nil || pe.Code != proto.InvalidConfig || pe.Details.Path != "--data-dir" ||
+						!strings.Contains(pe.Message, "from a backup") || !strings.Contains(pe.Message, "--pki-lost") {
+						t.Fatalf("New: %#v, want INVALID_CONFIG at --data-dir naming the files, their backup and --pki-lost", err)
+					}
+					for _, n := range named {
+						if !strings.Contains(pe.Message, n) {
+							t.Errorf("the refusal does not name %s: %s", n, pe.Message)
+						}
+					}
+					if diff := cmp.Diff(before, testkit.Tree(t, dir)); diff != "" {
+						t.Errorf("the refused start changed the data directory (-before +after):\n%s", diff)
+					}
+					os.RemoveAll(pkiDir)
+					testkit.CopyDir(t, backup, pkiDir)
+				})
+			}
+			c := newTestRegistry(t, Config{DataDir: dir})
+			if c.Info().Pins != pins {
+				t.Errorf("with pki/ put back, pins %+v, want %+v", c.Info().Pins, pins)
+			}
+			c.Close()
+
+			os.RemoveAll(pkiDir)
+			d := newTestRegistry(t, Config{DataDir: dir, PKILost: true})
+			if d.Info().Pins == pins || recordedID(t, d, store.PKIKey) != d.keys.pki.ID() {
+				t.Errorf("PKILost: pins %+v (lost: %+v), the store records %q, want the new PKI's %s", d.Info().Pins, pins, recordedID(t, d, store.PKIKey), d.keys.pki.ID())
+			}
+			d.Close()
+			newTestRegistry(t, Config{DataDir: dir}).Close()
+		})
+	}
+}
+
+// TestALostSecretsKeySealedOnce: a registry that ran without a KEK, whose secrets key is
+// lost for good, started with a KEK and SecretsKeyLost seals the key it has, checks it
+// once, before it seals it, and says so once (before, it checked the key again once
+// sealed, and warned twice); the store records the key, and the next start with the KEK
+// needs the flag no more.
+func TestALostSecretsKeySealedOnce(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	a := newTestRegistry(t, Config{DataDir: dir})
+	putSecret(t, a, "sealed-with-the-lost-key")
+	a.Close()
+	testkit.WriteFile(t, filepath.Join(dir, pki.Dir, secret.KeyFile), bytes.Repeat([]byte{7}, 32), 0o600)
+	kek := filepath.Join(t.TempDir(), "kek")
+	var logged testkit.SyncBuffer
+	b := newTestRegistry(t, Config{DataDir: dir, KEKFile: kek, SecretsKeyLost: true, Log: slog.New(slog.NewTextHandler(&logged, nil))})
+	if n := strings.Count(logged.String(), "--secrets-key-lost: "); n != 1 {
+		t.Errorf("the start with SecretsKeyLost warned of the lost key %d times, want once:\n%s", n, logged.String())
+	}
+	if recordedID(t, b, store.SecretsKey) != b.keys.box.ID() {
+		t.Errorf("the store records key %q, want the sealed %s", recordedID(t, b, store.SecretsKey), b.keys.box.ID())
+	}
+	b.Close()
+	newTestRegistry(t, Config{DataDir: dir, KEKFile: kek}).Close()
 }

@@ -75,6 +75,11 @@ type Config struct {
 	// records the key from now on (docs/security.md#the-secrets-key). Without it, such a
 	// start is refused.
 	SecretsKeyLost bool
+	// PKILost starts the registry with a PKI (DATA_DIR/pki: its CAs and join keys) other
+	// than the one the store's agents joined with and its join tokens were minted for,
+	// which is lost: every agent joins again, and the store records the PKI from now on
+	// (docs/security.md#the-pki). Without it, such a start is refused.
+	PKILost bool
 	// MetricsListen is the address /metrics is served on over HTTP, without credential
 	// (nothing in it is secret), host:port; "" serves no metrics.
 	MetricsListen string

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -150,5 +152,55 @@ func SparseFile(t testing.TB, path string, size int64) {
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Tree is what dir holds, for a test that a step wrote nothing: each file's and
+// directory's path under dir, its mode and, for a file, its content's Digest.
+func Tree(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	tree := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		tree[rel] = info.Mode().String()
+		if info.Mode().IsRegular() {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			tree[rel] += " " + Digest(data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
+// CopyDir copies the files of the directory from into a new directory to (0700), each
+// 0600: a backup of a data directory's pki/, say.
+func CopyDir(t testing.TB, from, to string) {
+	t.Helper()
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(to, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		WriteFile(t, filepath.Join(to, e.Name()), data, 0o600)
 	}
 }

@@ -29,11 +29,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/better-compute/better-compute/registry/seal"
 )
 
 // Dir is the folder of the data directory that holds the PKI.
@@ -58,51 +60,94 @@ type PKI struct {
 	joinSigning    ed25519.PrivateKey
 	joinEncryption *ecdh.PrivateKey
 	pins           joinwire.Pins
+	// id names the PKI (ID).
+	id string
 	// clock stamps what the PKI issues.
 	clock Clock
+	// unwritten are the files Load made and Write has not written yet.
+	unwritten []file
+}
+
+// file is a file of DATA_DIR/pki to write: its path, content and mode.
+type file struct {
+	path string
+	data []byte
+	mode os.FileMode
 }
 
 // Clock tells the time certificates are stamped with: the registry's clock.Clock.
 type Clock interface{ Now() time.Time }
 
-// LoadOrCreate loads the PKI from dataDir, making what is missing, and writes the pins
-// to DATA_DIR/pins.json. It first removes what a start killed in the middle of writing a
-// file left in DATA_DIR and DATA_DIR/pki (.serving-ca.key.tmp-*, .admin.conf.tmp-*):
-// the registry calls it holding the store's lock, so no other registry writes there.
-// Every certificate it makes or issues is valid from clk's time.
+// LoadOrCreate loads the PKI from dataDir, making what is missing (Load), and writes
+// what it made and the pins (Write).
 func LoadOrCreate(dataDir string, clk Clock) (*PKI, error) {
-	dir := filepath.Join(dataDir, Dir)
-	if err := fsutil.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	for _, d := range []string{dataDir, dir} {
-		if _, err := fsutil.RemoveTemps(d); err != nil {
-			return nil, fmt.Errorf("remove what an interrupted write left in %s: %w", d, err)
-		}
-	}
-	p := &PKI{clock: clk}
-	var err error
-	if p.ServingCA, p.servingCAKey, p.ServingCAPEM, err = loadOrCreateCA(dir, "serving-ca", "better-compute serving CA", clk.Now()); err != nil {
-		return nil, err
-	}
-	if p.AgentCA, p.agentCAKey, p.AgentCAPEM, err = loadOrCreateCA(dir, "agent-ca", "better-compute agent CA", clk.Now()); err != nil {
-		return nil, err
-	}
-	signing, err := loadOrCreateKey(filepath.Join(dir, "join-signing.key"), newJoinSigningKey)
+	p, err := Load(dataDir, clk)
 	if err != nil {
 		return nil, err
 	}
-	encryption, err := loadOrCreateKey(filepath.Join(dir, "join-encryption.key"), newJoinEncryptionKey)
+	return p, p.Write(dataDir)
+}
+
+// Load reads the PKI from dataDir and makes what is missing in memory, writing nothing:
+// Made names the files it made, and Write writes them. A start refused after it (a PKI
+// the store does not record, say) leaves the data directory as it found it. Every
+// certificate it makes or issues is valid from clk's time.
+func Load(dataDir string, clk Clock) (*PKI, error) {
+	dir := filepath.Join(dataDir, Dir)
+	p := &PKI{clock: clk}
+	var err error
+	if p.ServingCA, p.servingCAKey, p.ServingCAPEM, err = p.loadOrMakeCA(dir, "serving-ca", "better-compute serving CA"); err != nil {
+		return nil, err
+	}
+	if p.AgentCA, p.agentCAKey, p.AgentCAPEM, err = p.loadOrMakeCA(dir, "agent-ca", "better-compute agent CA"); err != nil {
+		return nil, err
+	}
+	signing, err := p.loadOrMakeKey(filepath.Join(dir, "join-signing.key"), newJoinSigningKey)
+	if err != nil {
+		return nil, err
+	}
+	encryption, err := p.loadOrMakeKey(filepath.Join(dir, "join-encryption.key"), newJoinEncryptionKey)
 	if err != nil {
 		return nil, err
 	}
 	if err := p.setJoinKeys(signing, encryption, dir); err != nil {
 		return nil, err
 	}
-	if err := p.WritePins(dataDir); err != nil {
-		return nil, err
-	}
 	return p, nil
+}
+
+// Made names the files of DATA_DIR/pki that Load did not find and made in memory, in
+// the order Write writes them; none when it found them all.
+func (p *PKI) Made() []string {
+	var names []string
+	for _, f := range p.unwritten {
+		names = append(names, f.path)
+	}
+	return names
+}
+
+// Write writes what Load made to DATA_DIR/pki (made 0700) and the pins to
+// DATA_DIR/pins.json. It first removes what a start killed in the middle of writing a
+// file left in DATA_DIR and DATA_DIR/pki (.serving-ca.key.tmp-*, .admin.conf.tmp-*):
+// the registry calls it holding the store's lock, so no other registry writes there.
+func (p *PKI) Write(dataDir string) error {
+	dir := filepath.Join(dataDir, Dir)
+	if err := fsutil.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, d := range []string{dataDir, dir} {
+		if _, err := fsutil.RemoveTemps(d); err != nil {
+			return fmt.Errorf("remove what an interrupted write left in %s: %w", d, err)
+		}
+	}
+	for len(p.unwritten) > 0 {
+		f := p.unwritten[0]
+		if err := fsutil.WriteFileAtomic(f.path, f.data, f.mode); err != nil {
+			return err
+		}
+		p.unwritten = p.unwritten[1:]
+	}
+	return p.WritePins(dataDir)
 }
 
 // WritePins writes the pins to DATA_DIR/pins.json, for the operator to hand to bcd join.
@@ -140,13 +185,25 @@ func (p *PKI) makePins() (err error) {
 	if p.pins.JoinSigning, err = joinwire.Pin(p.joinSigning.Public()); err != nil {
 		return err
 	}
-	p.pins.JoinEncryption, err = joinwire.Pin(p.joinEncryption.PublicKey())
+	if p.pins.JoinEncryption, err = joinwire.Pin(p.joinEncryption.PublicKey()); err != nil {
+		return err
+	}
+	agentCA, err := joinwire.Pin(p.AgentCA.PublicKey)
+	pub := strings.Join([]string{p.pins.ServingCA, agentCA, p.pins.JoinSigning, p.pins.JoinEncryption}, "\x00")
+	p.id = "pki_" + seal.ID("better-compute pki id", []byte(pub))
 	return err
 }
 
 // Pins are the pins of the serving CA, the JoinResponse signing key and the JoinService
 // encryption key: what an agent must be given, out of band, to join.
 func (p *PKI) Pins() joinwire.Pins { return p.pins }
+
+// ID names the PKI without revealing a private key: a hash of the public keys of the
+// serving CA, the agent CA and the join keys, which every agent that joined and every
+// join token minted depend on. The store records it (registry/store's PKIKey), so a
+// start whose PKI was lost and made anew is told apart from the one the store's agents
+// know.
+func (p *PKI) ID() string { return p.id }
 
 // JoinSigner signs JoinResponses (Ed25519).
 func (p *PKI) JoinSigner() crypto.Signer { return p.joinSigning }
@@ -221,9 +278,9 @@ func (p *PKI) ServerCertificate(hosts []string) (tls.Certificate, error) {
 	return tls.Certificate{Certificate: [][]byte{der, p.ServingCA.Raw}, PrivateKey: key}, nil
 }
 
-// loadOrCreateKey reads the PKCS#8 PEM private key at path, or makes one with generate
-// and writes it (0600).
-func loadOrCreateKey(path string, generate func() (any, error)) (any, error) {
+// loadOrMakeKey reads the PKCS#8 PEM private key at path, or makes one with generate,
+// to be written (0600) by Write.
+func (p *PKI) loadOrMakeKey(path string, generate func() (any, error)) (any, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		key, err := generate()
@@ -234,7 +291,8 @@ func loadOrCreateKey(path string, generate func() (any, error)) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return key, fsutil.WriteFileAtomic(path, keyPEM, 0o600)
+		p.unwritten = append(p.unwritten, file{path, keyPEM, 0o600})
+		return key, nil
 	}
 	if err != nil {
 		return nil, err
@@ -255,12 +313,20 @@ func writePins(path string, pins joinwire.Pins) error {
 	return fsutil.WriteFileAtomic(path, data, 0o644)
 }
 
-// loadOrCreateCA reads name.crt and name.key from dir, or makes a self-signed CA.
-func loadOrCreateCA(dir, name, commonName string, now time.Time) (*x509.Certificate, crypto.Signer, []byte, error) {
+// loadOrMakeCA reads name.crt and name.key from dir, or makes a self-signed CA valid
+// from the PKI's clock's time, to be written by Write.
+func (p *PKI) loadOrMakeCA(dir, name, commonName string) (*x509.Certificate, crypto.Signer, []byte, error) {
 	certPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
 	certPEM, err := os.ReadFile(certPath)
 	if errors.Is(err, fs.ErrNotExist) {
-		return createCA(certPath, keyPath, commonName, now)
+		cert, key, certPEM, keyPEM, err := newCA(commonName, p.clock.Now())
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		// The key lands first: a crash between the two writes leaves no certificate
+		// without its key, and the next start makes both again.
+		p.unwritten = append(p.unwritten, file{keyPath, keyPEM, 0o600}, file{certPath, certPEM, 0o644})
+		return cert, key, certPEM, nil
 	}
 	if err != nil {
 		return nil, nil, nil, err
@@ -288,22 +354,6 @@ func parseCA(name string, certPEM, keyPEM []byte) (*x509.Certificate, crypto.Sig
 		return nil, nil, fmt.Errorf("%s: a %T key cannot sign", name, pair.PrivateKey)
 	}
 	return cert, key, nil
-}
-
-func createCA(certPath, keyPath, commonName string, now time.Time) (*x509.Certificate, crypto.Signer, []byte, error) {
-	cert, key, certPEM, keyPEM, err := newCA(commonName, now)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	// The key lands first: a crash between the two writes leaves no certificate without
-	// its key, and the next start makes both again.
-	if err := fsutil.WriteFileAtomic(keyPath, keyPEM, 0o600); err != nil {
-		return nil, nil, nil, err
-	}
-	if err := fsutil.WriteFileAtomic(certPath, certPEM, 0o644); err != nil {
-		return nil, nil, nil, err
-	}
-	return cert, key, certPEM, nil
 }
 
 // newCA makes a self-signed CA valid for ten years from now, in memory: its

@@ -1,8 +1,9 @@
 // Package secret is the registry's secret store: secrets are sealed with AES-256-GCM
 // before they reach the store, which keeps only ciphertext, and opened after they leave
 // it. The key is DATA_DIR/pki/secrets.key (32 random bytes, 0600), made on first start,
-// or sealed in the store with a KEK. The store records the key's ID (Box.Check, Box.Bind),
-// so a registry given another key than the one its secrets are sealed with is refused.
+// or sealed in the store with a KEK. The store records the key's ID (Box.Key, checked by
+// store.Tx.CheckKey and recorded by BindKey), so a registry given another key than the
+// one its secrets are sealed with is refused.
 // Each ciphertext is bound to its ref, purpose and node (a tenant's secret: its tenant),
 // so a record moved to another ref, node or tenant no longer opens.
 //
