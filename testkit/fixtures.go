@@ -197,10 +197,6 @@ func CopyDir(t testing.TB, from, to string) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(from, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		WriteFile(t, filepath.Join(to, e.Name()), data, 0o600)
+		CopyFile(t, filepath.Join(from, e.Name()), filepath.Join(to, e.Name()))
 	}
 }
