@@ -39,7 +39,7 @@ func TestSignedResultOfAnEarlierCertificate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		der, err := keys.IssueAgentCertificate(node, string(proto.RoleRamdisk), epoch, key.Public())
+		der, err := keys.IssueAgentCertificate(proto.AgentCredential{Node: node, Role: proto.RoleRamdisk, Epoch: epoch}, key.Public())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,8 +55,8 @@ func TestSignedResultOfAnEarlierCertificate(t *testing.T) {
 		return err
 	})
 	current := issue(1)
-	v := attest.Verifier{AgentCAs: keys.AgentCAPool(), Current: func(node string, role proto.Role, epoch int64) error {
-		return st.View(func(tx *store.Tx) error { return tx.CheckAgent(node, role, epoch) })
+	v := attest.Verifier{AgentCAs: keys.AgentCAPool(), Current: func(c proto.AgentCredential) error {
+		return st.View(func(tx *store.Tx) error { return tx.CheckAgent(c) })
 	}}
 	cmd := wipeCmd
 	stored := func(peer *x509.Certificate, by agentKey) attest.Wipe {

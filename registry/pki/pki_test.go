@@ -64,7 +64,7 @@ func TestIssueAgentCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, err := p.IssueAgentCertificate("node-1", joinwire.RoleNode, 3, key.Public())
+	der, err := p.IssueAgentCertificate(proto.AgentCredential{Node: "node-1", Role: proto.Role(joinwire.RoleNode), Epoch: 3}, key.Public())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestIssueAgentCertificate(t *testing.T) {
 	// A ramdisk's certificate names its installation too, a site agent's its site's
 	// epoch.
 	for role, want := range map[string]string{joinwire.RoleRamdisk: "3", joinwire.RoleSite: "3"} {
-		der, err := p.IssueAgentCertificate("node-1", role, 3, key.Public())
+		der, err := p.IssueAgentCertificate(proto.AgentCredential{Node: "node-1", Role: proto.Role(role), Epoch: 3}, key.Public())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func TestCertificatesCarryTheClocksTime(t *testing.T) {
 	clk.Advance(400 * 24 * time.Hour)
 	moved := clk.Now()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, err := p.IssueAgentCertificate("node-1", joinwire.RoleNode, 0, key.Public())
+	der, err := p.IssueAgentCertificate(proto.AgentCredential{Node: "node-1", Role: proto.Role(joinwire.RoleNode), Epoch: 0}, key.Public())
 	if err != nil {
 		t.Fatal(err)
 	}
