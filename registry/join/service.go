@@ -117,7 +117,7 @@ func (s *Service) Join(ctx context.Context, from string, req joinwire.Request) (
 // issue checks, in tx, that the token tok a join consumed admits the join p (its kind
 // joins p's role, it was minted for p's node, and its site exists) and answers it: a
 // JoinResponse with a certificate for p's key at the identity epoch of p's node, recorded
-// on the token. again, for the token's join's own request sent again (sentAgain), it
+// on the token, that for a ramdisk names the workflow run that minted tok (credential). again, for the token's join's own request sent again (sentAgain), it
 // answers only at the epoch that join got, while the token lives, recording nothing.
 func (s *Service) issue(tx *store.Tx, p joinwire.Parsed, tok store.JoinToken, again bool) (joinwire.Response, error) {
 	if role := RoleOf(tok.Kind); role != p.Role {
