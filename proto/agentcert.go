@@ -2,8 +2,22 @@ package proto
 
 import (
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"strconv"
 )
+
+// AgentCredential is what an agent certificate names that the registry checks it by
+// (store.Tx.CheckAgent): the node it is for (its Subject's CommonName; a site agent's
+// site), its role (its one OrganizationalUnit), the identity epoch it belongs to
+// (IdentityEpoch) and, for a ramdisk, the workflow run that minted the join token it
+// joined with (AgentRun).
+type AgentCredential struct {
+	Node  string
+	Role  Role
+	Epoch int64
+	Run   string
+}
 
 // IdentityEpoch is the identity epoch an agent certificate belongs to: the Subject's
 // serialNumber attribute, a decimal count the registry moves so that the certificates
@@ -22,4 +36,32 @@ func IdentityEpoch(cert *x509.Certificate) (int64, error) {
 		return 0, Errorf(Unauthenticated, "agent certificate of %q: identity epoch %q is not a count", cert.Subject.CommonName, s)
 	}
 	return n, nil
+}
+
+// oidAgentRun is the Subject attribute an agent certificate names its workflow run in
+// (AgentRun): X.520's description.
+var oidAgentRun = asn1.ObjectIdentifier{2, 5, 4, 13}
+
+// AgentRunName is the Subject attribute of an agent certificate that names run, the
+// workflow run that minted the join token its agent joined with (AgentRun); none for
+// "".
+func AgentRunName(run string) []pkix.AttributeTypeAndValue {
+	if run == "" {
+		return nil
+	}
+	return []pkix.AttributeTypeAndValue{{Type: oidAgentRun, Value: run}}
+}
+
+// AgentRun is the workflow run an agent certificate names (AgentRunName): for a
+// ramdisk, the run that minted the join token it joined with (boot.prepareRamdisk's,
+// metal.ensureRamdisk's), whose end ends the certificate (store.Tx.CheckAgent). "" for
+// none: a token an operator minted, another role's, or a certificate issued before
+// certificates named their run.
+func AgentRun(cert *x509.Certificate) string {
+	for _, a := range cert.Subject.Names {
+		if s, ok := a.Value.(string); ok && a.Type.Equal(oidAgentRun) {
+			return s
+		}
+	}
+	return ""
 }

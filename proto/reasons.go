@@ -56,6 +56,12 @@ const (
 	// identity epoch the revocation moved: the agents it works with were cut off and its
 	// join tokens deleted, so it could not complete.
 	ReasonAgentsRevoked = "agents-revoked"
+	// ReasonRunEnded (FORBIDDEN): a ramdisk's certificate whose workflow run ended: the
+	// run that minted the join token it joined with (AgentRun) is no longer the node's
+	// running one, nor a rescue that left its ramdisk running; one that names no run is
+	// taken only while a workflow runs on the node. The machine booted its installed OS,
+	// or another workflow boots a ramdisk of its own.
+	ReasonRunEnded = "run-ended"
 
 	// Images.
 

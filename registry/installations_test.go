@@ -76,6 +76,33 @@ func (f *busyFleet) firstInstallation(node string, role proto.Role, kind string)
 	return kept, refused, stop
 }
 
+// working makes a run on node in the store, running (claimed by another registry, so
+// that no engine here runs it), and the node's last workflow, as a release's: a ramdisk
+// joined with a token an operator minted is taken for it while it runs
+// (store.Tx.CheckAgent). end ends it, succeeded.
+func (f *busyFleet) working(node string) (end func()) {
+	f.t.Helper()
+	var run store.Run
+	storetest.Update(f.t, f.r.st, func(tx *store.Tx) (err error) {
+		if run, err = tx.CreateRun(store.Run{Kind: "release", Node: node, Tenant: storetest.Tenant, Document: json.RawMessage(`{}`),
+			Steps: []store.RunStep{{Phase: "main"}}}); err != nil {
+			return err
+		}
+		// Held by a registry of its own, which no engine here takes over.
+		if _, err = tx.ClaimRun(run.ID, store.Holder{Replica: "rg_working", Started: tx.Now()}, time.Hour); err != nil {
+			return err
+		}
+		_, err = tx.UpdateNode(node, func(n *store.Node) error { n.Workflow = run.ID; return nil })
+		return err
+	})
+	return func() {
+		storetest.Update(f.t, f.r.st, func(tx *store.Tx) error {
+			_, err := tx.UpdateRun(run.ID, func(r *store.Run) error { r.State = store.RunSucceeded; return nil })
+			return err
+		})
+	}
+}
+
 // settled waits until a, the agent of id in role, has nothing more to say unasked: it
 // applied the NodeSpec of its role the store holds (if any), and the registry read its
 // acknowledgement (a request written after it was answered: the registry reads a
@@ -272,6 +299,7 @@ func TestEarlierRamdiskCertificatesStopWorking(t *testing.T) {
 	ep := f.r.plane.ep
 
 	// The first deploy's ramdisk joins and keeps running; the node is active.
+	deployed := f.working(node)
 	kept, refused, stop := f.firstInstallation(node, proto.RoleRamdisk, store.TokenRamdisk)
 	defer stop()
 
@@ -325,6 +353,7 @@ func TestEarlierRamdiskCertificatesStopWorking(t *testing.T) {
 	// The release through the API: every later session of the kept ramdisk is refused
 	// the same way, before any hello could hand it the pending wipe.
 	before = refused.count("earlier installation")
+	deployed()
 	_, err := call[api.TransitionStarted](f.admin, "metal.release", api.TransitionRequest{TenantID: n.Tenant, NodeID: node})
 	f.must(err, "metal.release")
 	_, err = call[api.TransitionStarted](f.admin, "metal.cancel", api.TransitionRequest{TenantID: n.Tenant, NodeID: node})
@@ -346,7 +375,8 @@ func TestEarlierRamdiskCertificatesStopWorking(t *testing.T) {
 		t.Errorf("the kept ramdisk was sent disk.wipe %d times, want only the two before the move", len(got))
 	}
 
-	// The ramdisk the release boots joins with that boot's token and takes the wipe.
+	// The ramdisk the release boots joins with that boot's token and takes the wipe,
+	// while the release runs (cancelled, its cleanup waits for the site agent).
 	secondCreds, err := f.join(node, "ramdisk", f.mint(store.TokenRamdisk, node))
 	f.must(err, "the release's ramdisk join")
 	current := &roleAgent{}
@@ -405,6 +435,7 @@ func TestOnlyTheRamdiskAttestsAWipe(t *testing.T) {
 		t.Errorf("the installed OS's signed wipe: stored attested %v, disks %v (%s); want unattested, no disks, the reason naming the ramdisk", w.Attested, w.Disks, w.Reason)
 	}
 
+	defer f.working(node)()
 	creds, err := f.join(node, string(proto.RoleRamdisk), f.mint(store.TokenRamdisk, node))
 	f.must(err, "the ramdisk's join")
 	ramdisk := &roleAgent{}

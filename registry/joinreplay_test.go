@@ -39,7 +39,9 @@ func TestAJoinRequestSentAgainCutsNothingOff(t *testing.T) {
 	if after := epochOf(t, f, n.ID); after != epoch {
 		t.Fatalf("the node's identity epoch went from %d to %d after its join's request was sent again: the agent that joined was cut off", epoch, after)
 	}
-	if err := f.r.st.View(func(tx *store.Tx) error { return tx.CheckAgent(n.ID, proto.RoleNode, epoch) }); err != nil {
+	if err := f.r.st.View(func(tx *store.Tx) error {
+		return tx.CheckAgent(proto.AgentCredential{Node: n.ID, Role: proto.RoleNode, Epoch: epoch})
+	}); err != nil {
 		t.Errorf("the certificate of the agent that joined: %v", err)
 	}
 

@@ -57,6 +57,7 @@ func TestRevokedNodeAgentCertificates(t *testing.T) {
 
 	kept, refused, stop := f.firstInstallation(node, proto.RoleNode, store.TokenProvisioned)
 	defer stop()
+	defer f.working(node)() // the workflow whose ramdisk it is runs
 	ramdiskCreds, err := f.join(node, "ramdisk", f.mint(store.TokenRamdisk, node))
 	f.must(err, "the ramdisk's join")
 	ramdiskRefused := &refusals{}

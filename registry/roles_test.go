@@ -140,6 +140,7 @@ func (m *roleMachine) relay(ctx context.Context, role, id, kind string, input an
 func TestRamdiskCommandsNeverReachTheNodeAgent(t *testing.T) {
 	m := newRoleMachine(t, "52:54:00:00:08:01")
 	f, node, nodeCreds, rendered := m.f, m.node, m.nodeCreds, m.rendered
+	defer f.working(node)() // the workflow whose ramdisk it is runs
 	ramdiskCreds, err := f.join(node, "ramdisk", f.mint(store.TokenRamdisk, node))
 	if err != nil {
 		t.Fatal(err)

@@ -235,14 +235,14 @@ func (p *agentPlane) secret(node string, role proto.Role, ref string) (value []b
 }
 
 // renew is the endpoint's Renew: a certificate for the agent's new key (join.Renew).
-func (p *agentPlane) renew(node string, role proto.Role, epoch int64, publicKey []byte) ([]byte, error) {
-	return join.Renew(p.st, p.keys, node, role, epoch, publicKey)
+func (p *agentPlane) renew(c proto.AgentCredential, publicKey []byte) ([]byte, error) {
+	return join.Renew(p.st, p.keys, c, publicKey)
 }
 
-// current is attest.Verifier's Current: a certificate of node's agent in role naming
-// epoch is of the machine's current installation (store.Tx.CheckAgent).
-func (p *agentPlane) current(node string, role proto.Role, epoch int64) error {
-	return p.st.View(func(tx *store.Tx) error { return tx.CheckAgent(node, role, epoch) })
+// current is attest.Verifier's Current: a certificate naming c is of the machine's
+// current installation and, for a ramdisk, of a workflow that runs (store.Tx.CheckAgent).
+func (p *agentPlane) current(c proto.AgentCredential) error {
+	return p.st.View(func(tx *store.Tx) error { return tx.CheckAgent(c) })
 }
 
 // session records an agent's session (workflow.JoinLog.Session): its error ends the

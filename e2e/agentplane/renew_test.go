@@ -25,12 +25,12 @@ func TestCertificateRenewal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, agents.Config{Renew: func(node string, role proto.Role, _ int64, spki []byte) ([]byte, error) {
+	e := newEnv(t, agents.Config{Renew: func(c proto.AgentCredential, spki []byte) ([]byte, error) {
 		pub, err := joinwire.ParseAgentKey(spki)
 		if err != nil {
 			return nil, proto.Errorf(proto.InvalidInput, "%v", err)
 		}
-		return next.IssueAgent(node, string(role), pub)
+		return next.IssueAgent(c.Node, string(c.Role), pub)
 	}})
 	e.setSpec("gpu-1", nil)
 	expiring, err := e.ca.ExpiringAgentCertificate("gpu-1", string(proto.RoleNode))

@@ -105,11 +105,11 @@ type Config struct {
 	// session and must return quickly. Without it every request is UNSUPPORTED.
 	Secret func(node string, role proto.Role, ref string) ([]byte, error)
 	// Renew, if set, answers an agent's renewRequest: a certificate (DER) for the agent
-	// of node in role, whose certificate names the identity epoch epoch
-	// (proto.IdentityEpoch), and the public key it sent (PKIX DER), or why it does not get
-	// one (a *proto.Error). It runs on the agent's session and must return quickly.
-	// Without it every request is UNSUPPORTED.
-	Renew func(node string, role proto.Role, epoch int64, publicKey []byte) ([]byte, error)
+	// whose certificate names c (its node, role, identity epoch and workflow run), and
+	// the public key it sent (PKIX DER), or why it does not get one (a *proto.Error). It
+	// runs on the agent's session and must return quickly. Without it every request is
+	// UNSUPPORTED.
+	Renew func(c proto.AgentCredential, publicKey []byte) ([]byte, error)
 	// Now is the clock that dates a session's opening for OnSession and its end for
 	// OnSessionEnd, and a stop in the return plan it stores (StoppedAt, which the store's
 	// prune compares with its own clock, and the next start measures its restart from),

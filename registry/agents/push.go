@@ -324,7 +324,7 @@ func (e *Endpoint) readPushes(nodes []queued) (pushes []push, unused []*slot, er
 			if sl != nil && sl.tenant != s.tenant { // another tenant's session now: it takes a place of its own
 				unused, sl = append(unused, sl), nil
 			}
-			pushes = append(pushes, push{s, spec, tx.CheckAgent(s.node, s.role, s.epoch), sl})
+			pushes = append(pushes, push{s, spec, tx.CheckAgent(s.credential()), sl})
 		}
 		return nil
 	})

@@ -185,7 +185,7 @@ func (e *Endpoint) deliver(ctx context.Context, s *session, c store.AgentCommand
 	// session ends.
 	var refused error
 	err = e.cfg.Store.Update(func(tx *store.Tx) error {
-		if refused = tx.CheckAgent(s.node, s.role, s.epoch); refused != nil {
+		if refused = tx.CheckAgent(s.credential()); refused != nil {
 			res = proto.Result{ID: res.ID, Error: proto.AsError(refused)}
 		}
 		_, err := tx.CompleteAgentCommand(s.node, res)

@@ -40,7 +40,7 @@ func (e *Endpoint) renew(s *session, req *proto.RenewRequest) error {
 	if e.cfg.Renew == nil {
 		err = proto.Errorf(proto.Unsupported, "this registry renews no certificates")
 	} else {
-		ans.Certificate, err = e.cfg.Renew(s.node, s.role, s.epoch, req.PublicKey)
+		ans.Certificate, err = e.cfg.Renew(s.credential(), req.PublicKey)
 	}
 	if err != nil {
 		ans.Certificate, ans.Error = nil, e.refusal(s, "agent certificate renewal", err)

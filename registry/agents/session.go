@@ -23,6 +23,9 @@ type session struct {
 	identity
 	// epoch is the identity epoch its certificate names (proto.IdentityEpoch).
 	epoch int64
+	// run is the workflow run its certificate names (proto.AgentRun): for a ramdisk, the
+	// run that minted the token it joined with.
+	run string
 	// tenant is the tenant of the machine whose agent this is ("" for a site agent):
 	// its pushes hold at most their share of the window.
 	tenant string
@@ -97,6 +100,12 @@ func (s *session) doneSending(k sendKey) {
 	delete(s.sending, k)
 }
 
+// credential is what the agent's certificate names, which every check of it passes
+// (store.Tx.CheckAgent).
+func (s *session) credential() proto.AgentCredential {
+	return proto.AgentCredential{Node: s.node, Role: s.role, Epoch: s.epoch, Run: s.run}
+}
+
 // withdraw ends the delivery of command k on this session, if it is on its way, with
 // errWithdrawn: held back for its tenant's share it is not sent; sent, its stream is
 // reset with the code that tells the agent to cancel it.
@@ -113,11 +122,12 @@ func (s *session) withdraw(k sendKey) {
 // session (replacing an older one of the same node and role), brings the agent up to
 // date, and leaves the session to await.
 func (e *Endpoint) serve(conn *quic.Conn) {
-	id, epoch, err := identify(conn.ConnectionState().TLS)
+	cert, err := identify(conn.ConnectionState().TLS)
 	if err != nil {
 		conn.CloseWithError(codeProtocol, err.Error())
 		return
 	}
+	id := identity{cert.Node, cert.Role}
 	helloRead := e.awaitingHello(id, conn)
 	defer helloRead()
 	ctx, cancel := context.WithTimeout(e.ctx, helloTimeout)
@@ -164,7 +174,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 	stream.SetReadDeadline(time.Time{})
 	var tenant string
 	err = e.cfg.Store.View(func(tx *store.Tx) (err error) {
-		tenant, err = tx.CheckAgentOf(id.node, id.role, epoch)
+		tenant, err = tx.CheckAgentOf(cert)
 		return err
 	})
 	if proto.CodeOf(err) == proto.Forbidden {
@@ -177,7 +187,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		conn.CloseWithError(codeShutdown, "registry failed to read the node")
 		return
 	}
-	s := &session{identity: id, epoch: epoch, tenant: tenant, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: e.cfg.Now(),
+	s := &session{identity: id, epoch: cert.Epoch, run: cert.Run, tenant: tenant, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: e.cfg.Now(),
 		readsShutdown: m.Hello.ReadsShutdown, reports: reports{pace: e.paceOf(id)}}
 	if !e.register(s) {
 		return
@@ -516,7 +526,7 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		elsewhere     string
 	)
 	err := e.cfg.Store.View(func(tx *store.Tx) error {
-		if err := tx.CheckAgent(s.node, s.role, s.epoch); err != nil {
+		if err := tx.CheckAgent(s.credential()); err != nil {
 			return err
 		}
 		var err error
@@ -871,7 +881,7 @@ func (e *Endpoint) lost(s *session, what string, err error) bool {
 // commit that moved its node's or site's identity epoch on, nothing s says is written.
 func (e *Endpoint) written(s *session, write func(tx *store.Tx) error) (refused, err error) {
 	err = e.cfg.Store.Batch(func(tx *store.Tx) error {
-		if refused = tx.CheckAgent(s.node, s.role, s.epoch); refused != nil {
+		if refused = tx.CheckAgent(s.credential()); refused != nil {
 			return refused
 		}
 		return write(tx)
@@ -882,5 +892,5 @@ func (e *Endpoint) written(s *session, write func(tx *store.Tx) error) (refused,
 // current checks the certificate of session s against its node or site as the store
 // reads it now (store.Tx.CheckAgent).
 func (e *Endpoint) current(s *session) error {
-	return e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckAgent(s.node, s.role, s.epoch) })
+	return e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckAgent(s.credential()) })
 }

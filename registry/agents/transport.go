@@ -65,7 +65,7 @@ func serverTLS(cfg Config, ticketKey [32]byte) *tls.Config {
 		NextProtos:       []string{proto.AgentALPN},
 		CurvePreferences: []tls.CurveID{tls.X25519},
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			_, _, err := identify(cs)
+			_, err := identify(cs)
 			return err
 		},
 	}
@@ -82,20 +82,21 @@ type identity struct {
 	role proto.Role
 }
 
-// identify reads the node id (CommonName), the role (the one OrganizationalUnit) and
-// the identity epoch (proto.IdentityEpoch) from a verified client certificate.
-func identify(cs tls.ConnectionState) (identity, int64, error) {
+// identify reads the node id (CommonName), the role (the one OrganizationalUnit), the
+// identity epoch (proto.IdentityEpoch) and the workflow run (proto.AgentRun) from a
+// verified client certificate.
+func identify(cs tls.ConnectionState) (proto.AgentCredential, error) {
 	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
-		return identity{}, 0, proto.Errorf(proto.Unauthenticated, "agent presented no verified certificate")
+		return proto.AgentCredential{}, proto.Errorf(proto.Unauthenticated, "agent presented no verified certificate")
 	}
 	leaf := cs.PeerCertificates[0]
 	if err := proto.CheckNodeID(leaf.Subject.CommonName); err != nil {
-		return identity{}, 0, proto.Errorf(proto.Unauthenticated, "agent certificate: %v", err)
+		return proto.AgentCredential{}, proto.Errorf(proto.Unauthenticated, "agent certificate: %v", err)
 	}
 	ou := leaf.Subject.OrganizationalUnit
 	if len(ou) != 1 || !proto.Role(ou[0]).Valid() {
-		return identity{}, 0, proto.Errorf(proto.Unauthenticated, "agent certificate of %q names the roles %q: it must name one of site, ramdisk, node", leaf.Subject.CommonName, ou)
+		return proto.AgentCredential{}, proto.Errorf(proto.Unauthenticated, "agent certificate of %q names the roles %q: it must name one of site, ramdisk, node", leaf.Subject.CommonName, ou)
 	}
 	epoch, err := proto.IdentityEpoch(leaf)
-	return identity{node: leaf.Subject.CommonName, role: proto.Role(ou[0])}, epoch, err
+	return proto.AgentCredential{Node: leaf.Subject.CommonName, Role: proto.Role(ou[0]), Epoch: epoch, Run: proto.AgentRun(leaf)}, err
 }

@@ -27,9 +27,10 @@ type Verifier struct {
 	// signed result's time against (signedWithin); time.Now when nil.
 	Now func() time.Time
 	// Current, if set, checks that a certificate of node's agent in role naming the
-	// identity epoch epoch (proto.IdentityEpoch) is of the machine's current
-	// installation (store.Tx.CheckAgent); its error refuses the result.
-	Current func(node string, role proto.Role, epoch int64) error
+	// identity epoch and workflow run c does (proto.IdentityEpoch, proto.AgentRun) is of
+	// the machine's current installation and, for a ramdisk, of a workflow that runs
+	// (store.Tx.CheckAgent); its error refuses the result.
+	Current func(c proto.AgentCredential) error
 }
 
 // readers are the node-signed kinds and how the registry reads each one's verified
@@ -130,7 +131,7 @@ func (v Verifier) certificate(node string, role proto.Role, peer *x509.Certifica
 	if err == nil && v.Current != nil {
 		var epoch int64
 		if epoch, err = proto.IdentityEpoch(c); err == nil {
-			err = v.Current(node, role, epoch)
+			err = v.Current(proto.AgentCredential{Node: node, Role: role, Epoch: epoch, Run: proto.AgentRun(c)})
 		}
 	}
 	if err != nil {

@@ -168,8 +168,8 @@ func TestWipeRefusals(t *testing.T) {
 func TestWipeSignedOnlyByTheRamdisk(t *testing.T) {
 	ca, _ := testkit.NewCA()
 	var asked []proto.Role
-	v := attest.Verifier{AgentCAs: ca.Pool(), Current: func(node string, role proto.Role, epoch int64) error {
-		asked = append(asked, role)
+	v := attest.Verifier{AgentCAs: ca.Pool(), Current: func(c proto.AgentCredential) error {
+		asked = append(asked, c.Role)
 		return nil // the certificate is of the current installation
 	}}
 	installed := newAgent(t, ca, "node-1", "node")

@@ -33,13 +33,23 @@ func TestSignedResultOfAnEarlierCertificate(t *testing.T) {
 	}
 	st := storetest.Filled(t, store.Options{})
 	node := storetest.Node(t, st, store.Node{MACs: []string{"52:54:00:00:0b:01"}}).ID
+	// The workflow that boots the ramdisk runs: its certificate is taken while it does.
+	var run store.Run
+	storetest.Update(t, st, func(tx *store.Tx) (err error) {
+		if run, err = tx.CreateRun(store.Run{Kind: "release", Node: node, Tenant: storetest.Tenant, Document: json.RawMessage(`{}`),
+			Steps: []store.RunStep{{Phase: "main"}}}); err != nil {
+			return err
+		}
+		_, err = tx.UpdateNode(node, func(n *store.Node) error { n.Workflow = run.ID; return nil })
+		return err
+	})
 	issue := func(epoch int64) agentKey {
 		t.Helper()
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
 			t.Fatal(err)
 		}
-		der, err := keys.IssueAgentCertificate(node, string(proto.RoleRamdisk), epoch, key.Public())
+		der, err := keys.IssueAgentCertificate(proto.AgentCredential{Node: node, Role: proto.RoleRamdisk, Epoch: epoch, Run: run.ID}, key.Public())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,8 +65,8 @@ func TestSignedResultOfAnEarlierCertificate(t *testing.T) {
 		return err
 	})
 	current := issue(1)
-	v := attest.Verifier{AgentCAs: keys.AgentCAPool(), Current: func(node string, role proto.Role, epoch int64) error {
-		return st.View(func(tx *store.Tx) error { return tx.CheckAgent(node, role, epoch) })
+	v := attest.Verifier{AgentCAs: keys.AgentCAPool(), Current: func(c proto.AgentCredential) error {
+		return st.View(func(tx *store.Tx) error { return tx.CheckAgent(c) })
 	}}
 	cmd := wipeCmd
 	stored := func(peer *x509.Certificate, by agentKey) attest.Wipe {

@@ -421,7 +421,7 @@ func TestRenew(t *testing.T) {
 		t.Fatal(err)
 	}
 	spki, _ := x509.MarshalPKIXPublicKey(key.Public())
-	der, err := Renew(f.store, f.keys, "rack-a", proto.RoleSite, 0, spki)
+	der, err := Renew(f.store, f.keys, proto.AgentCredential{Node: "rack-a", Role: proto.RoleSite}, spki)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,11 +435,11 @@ func TestRenew(t *testing.T) {
 
 	p384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	spki384, _ := x509.MarshalPKIXPublicKey(p384.Public())
-	if _, err := Renew(f.store, f.keys, "rack-a", proto.RoleSite, 0, spki384); proto.CodeOf(err) != proto.InvalidInput {
+	if _, err := Renew(f.store, f.keys, proto.AgentCredential{Node: "rack-a", Role: proto.RoleSite, Epoch: 0}, spki384); proto.CodeOf(err) != proto.InvalidInput {
 		t.Errorf("a P-384 key: got %v, want INVALID_INPUT", err)
 	}
 	node, _ := f.revokedNode(t)
-	if _, err := Renew(f.store, f.keys, node, proto.RoleNode, 0, spki); proto.AsError(err).Details.Reason != "identity-revoked" {
+	if _, err := Renew(f.store, f.keys, proto.AgentCredential{Node: node, Role: proto.RoleNode, Epoch: 0}, spki); proto.AsError(err).Details.Reason != "identity-revoked" {
 		t.Errorf("a revoked node: got %v, want FORBIDDEN identity-revoked", err)
 	}
 
@@ -452,12 +452,12 @@ func TestRenew(t *testing.T) {
 		return err
 	})
 	for _, epoch := range []int64{0, 1} {
-		if _, err := Renew(f.store, f.keys, reinstalled, proto.RoleNode, epoch, spki); proto.CodeOf(err) != proto.Forbidden ||
+		if _, err := Renew(f.store, f.keys, proto.AgentCredential{Node: reinstalled, Role: proto.RoleNode, Epoch: epoch}, spki); proto.CodeOf(err) != proto.Forbidden ||
 			proto.AsError(err).Details.Reason != proto.ReasonEarlierInstallation {
 			t.Errorf("a certificate of epoch %d, the node at 2: got %v, want FORBIDDEN %s", epoch, err, proto.ReasonEarlierInstallation)
 		}
 	}
-	der, err = Renew(f.store, f.keys, reinstalled, proto.RoleNode, 2, spki)
+	der, err = Renew(f.store, f.keys, proto.AgentCredential{Node: reinstalled, Role: proto.RoleNode, Epoch: 2}, spki)
 	if err == nil {
 		cert, err = x509.ParseCertificate(der)
 	}
@@ -527,7 +527,7 @@ func TestSiteAgentRevocation(t *testing.T) {
 			t.Errorf("the site's unused token %s outlived the revocation", tok.ID)
 		}
 	}
-	_, err := Renew(f.store, f.keys, "rack-a", proto.RoleSite, first, spki)
+	_, err := Renew(f.store, f.keys, proto.AgentCredential{Node: "rack-a", Role: proto.RoleSite, Epoch: first}, spki)
 	if e := proto.AsError(err); e.Code != proto.Forbidden || e.Details.Reason != proto.ReasonRevoked || !strings.Contains(e.Message, "rack server stolen") {
 		t.Errorf("renewing the revoked certificate: %v, want FORBIDDEN %s with the reason", err, proto.ReasonRevoked)
 	}
@@ -535,7 +535,7 @@ func TestSiteAgentRevocation(t *testing.T) {
 	if again != 1 {
 		t.Fatalf("the new site certificate names epoch %d, want 1", again)
 	}
-	der, err := Renew(f.store, f.keys, "rack-a", proto.RoleSite, again, spki)
+	der, err := Renew(f.store, f.keys, proto.AgentCredential{Node: "rack-a", Role: proto.RoleSite, Epoch: again}, spki)
 	if err != nil || epochOf("the renewal", der) != 1 {
 		t.Errorf("renewing the new certificate: %v, want one of epoch 1", err)
 	}

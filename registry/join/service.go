@@ -117,7 +117,7 @@ func (s *Service) Join(ctx context.Context, from string, req joinwire.Request) (
 // issue checks, in tx, that the token tok a join consumed admits the join p (its kind
 // joins p's role, it was minted for p's node, and its site exists) and answers it: a
 // JoinResponse with a certificate for p's key at the identity epoch of p's node, recorded
-// on the token. again, for the token's join's own request sent again (sentAgain), it
+// on the token, that for a ramdisk names the workflow run that minted tok (credential). again, for the token's join's own request sent again (sentAgain), it
 // answers only at the epoch that join got, while the token lives, recording nothing.
 func (s *Service) issue(tx *store.Tx, p joinwire.Parsed, tok store.JoinToken, again bool) (joinwire.Response, error) {
 	if role := RoleOf(tok.Kind); role != p.Role {
@@ -148,7 +148,7 @@ func (s *Service) issue(tx *store.Tx, p joinwire.Parsed, tok store.JoinToken, ag
 			return joinwire.Response{}, siteNotFound(err, tok.Site)
 		}
 	}
-	der, err := s.keys.IssueAgentCertificate(p.NodeID, p.Role, epoch, p.PublicKey)
+	der, err := s.keys.IssueAgentCertificate(credential(p, tok, epoch), p.PublicKey)
 	if err != nil {
 		return joinwire.Response{}, err
 	}
@@ -161,6 +161,17 @@ func (s *Service) issue(tx *store.Tx, p joinwire.Parsed, tok store.JoinToken, ag
 		AgentEndpoint:  s.agentEndpoint,
 		AgentEndpoints: s.agentEndpoints,
 	})
+}
+
+// credential is what the certificate a join p with token tok gets at epoch names: p's
+// node and role, the epoch and, for a ramdisk, the workflow run that minted tok
+// (store.JoinToken.Workflow), whose end ends the certificate (store.Tx.CheckAgent).
+func credential(p joinwire.Parsed, tok store.JoinToken, epoch int64) proto.AgentCredential {
+	c := proto.AgentCredential{Node: p.NodeID, Role: proto.Role(p.Role), Epoch: epoch}
+	if c.Role == proto.RoleRamdisk {
+		c.Run = tok.Workflow
+	}
+	return c
 }
 
 // sentAgain reports whether a join whose token was consumed with err comes beside the

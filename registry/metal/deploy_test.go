@@ -310,8 +310,19 @@ func TestEnsureRamdisk(t *testing.T) {
 				"main.0:a1:cycle site power.setPower {\"action\":\"cycle\"}", "main.1:a1 ramdisk inventory.refresh {}", "cleanup.0:a1 site boot.cleanUp "},
 		},
 		"does nothing when the ramdisk is the machine's agent": {
-			prepare: func(h *harness, node string) { h.joins.Joined(node, "ramdisk", "") },
+			// It joined as the run began: its own, as a step run again finds it.
+			prepare: func(h *harness, node string) { h.clock.Advance(time.Second); h.joins.Joined(node, "ramdisk", "") },
 			want:    []string{"main.1:a1 ramdisk inventory.refresh {}", "cleanup.0:a1 site boot.cleanUp "},
+		},
+		"a ramdisk that joined before the run began is booted again": {
+			// An earlier workflow's (an inspection's, left running), whose certificate the
+			// registry refuses once that workflow ended (run-ended).
+			prepare: func(h *harness, node string) {
+				h.joins.Joined(node, "ramdisk", "")
+				h.clock.Advance(time.Second)
+			},
+			want: []string{"main.0:a1:pxe site management.setBootDevice {\"device\":\"pxe\",\"persistent\":false}", `main.0:a1:prepare site boot.prepareRamdisk {"macs":["52:54:00:00:00:01"],"token":"bcj_test","registry":"https://registry.test","pins":null,"args":["bc.node=NODE"]}`,
+				"main.0:a1:cycle site power.setPower {\"action\":\"cycle\"}", "main.1:a1 ramdisk inventory.refresh {}", "cleanup.0:a1 site boot.cleanUp "},
 		},
 		"a ramdisk that joined before the machine was powered off is gone": {
 			prepare: func(h *harness, node string) {
@@ -339,10 +350,10 @@ func TestEnsureRamdisk(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
 			node := h.enroll(nil)
+			h.clock.Advance(time.Second)
 			if tc.prepare != nil {
 				tc.prepare(h, node)
 			}
-			h.clock.Advance(time.Second)
 			run, _, err := h.act(node, Inspect, Options{})
 			if err != nil {
 				t.Fatal(err)

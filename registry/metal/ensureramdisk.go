@@ -53,9 +53,9 @@ var (
 )
 
 // ensureRamdisk is metal.ensureRamdisk: nothing when the machine's ramdisk is its agent
-// already (joined since the machine was last powered off or cycled and since its
-// identity epoch moved, its session open or back within workflow.ReconnectGrace of its
-// end: ramdiskRuns); otherwise it boots the
+// already (joined since the machine was last powered off or cycled, since its identity
+// epoch moved and since this run began, its session open or back within
+// workflow.ReconnectGrace of its end: ramdiskRuns); otherwise it boots the
 // machine into the ramdisk through the site agent and waits for a ramdisk of the boot
 // that follows to join. A
 // ramdisk that had joined but is gone is booted again, and the result says why.
@@ -70,7 +70,7 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 	if pool.Policy.Agent == store.AgentNone {
 		return nil, proto.Errorf(proto.Unsupported, "pool %s runs no agent (agent: none): its machines cannot boot the ramdisk", pool.Name)
 	}
-	runs, gone, err := s.ramdiskRuns(ctx, a.Node.ID)
+	runs, gone, err := s.ramdiskRuns(ctx, a.Node.ID, a.Run)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (s *Service) noRamdisk(ctx context.Context, a *workflow.Attempt, role strin
 		if st.Use != stepEnsureRamdisk || st.State != store.StepFailed {
 			continue
 		}
-		runs, gone, err := s.ramdiskRuns(ctx, a.Node.ID)
+		runs, gone, err := s.ramdiskRuns(ctx, a.Node.ID, a.Run)
 		if err != nil || runs {
 			return err
 		}

@@ -184,6 +184,74 @@ func TestLifecycleTable(t *testing.T) {
 	}
 }
 
+// ramdiskTaken is the check of a certificate of node's ramdisk at its identity epoch
+// that names run, the workflow whose token it joined with (store.Tx.CheckAgent).
+func (h *harness) ramdiskTaken(node, run string) error {
+	h.t.Helper()
+	n := h.node(node)
+	return h.store.View(func(tx *store.Tx) error {
+		return tx.CheckAgent(proto.AgentCredential{Node: node, Role: proto.RoleRamdisk, Epoch: n.IdentityEpoch, Run: run})
+	})
+}
+
+// TestARescuesRamdiskOutlivesOnlyItsRescue walks a node through the workflows that boot
+// its ramdisk with the shipped profiles: the certificate of each workflow's ramdisk is
+// refused (FORBIDDEN, run-ended) once that workflow ended, but a rescue's, whose ramdisk
+// the operator works in after it succeeded, until the node's next workflow (unrescue)
+// begins; a rescue from failed likewise, the node's failure kept.
+func TestARescuesRamdiskOutlivesOnlyItsRescue(t *testing.T) {
+	h := newHarness(t)
+	node := h.enroll(nil)
+	ended := func(run store.Run) {
+		t.Helper()
+		if err := h.ramdiskTaken(node, run.ID); proto.AsError(err).Details.Reason != proto.ReasonRunEnded {
+			t.Errorf("the ramdisk of the %s that ended (%s): %v, want FORBIDDEN %s", run.Kind, run.State, err, proto.ReasonRunEnded)
+		}
+	}
+	inspect, _, err := h.act(node, Inspect, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inspect, _ = h.end(inspect.ID)
+	ended(inspect)
+	deploy, err := h.deploy(node, "testdata/deploy-only.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploy, _ = h.end(deploy.ID)
+	ended(deploy)
+	rescue, _, err := h.act(node, Rescue, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rescue, n := h.end(rescue.ID); rescue.State != store.RunSucceeded || n.State != store.NodeRescue {
+		t.Fatalf("the rescue %s, node %s", rescue.State, n.State)
+	}
+	if err := h.ramdiskTaken(node, rescue.ID); err != nil {
+		t.Errorf("the ramdisk of the rescue that succeeded, the node in rescue: %v, want it taken", err)
+	}
+	unrescue, _, err := h.act(node, Unrescue, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended(rescue)
+	h.end(unrescue.ID)
+
+	h = newHarness(t)
+	node, release, _ := h.releasedPastAHiddenNamespace()
+	ended(release)
+	rescue, _, err = h.act(node, Rescue, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rescue, n := h.end(rescue.ID); rescue.State != store.RunSucceeded || n.State != store.NodeFailed {
+		t.Fatalf("the rescue from failed %s, node %s", rescue.State, n.State)
+	}
+	if err := h.ramdiskTaken(node, rescue.ID); err != nil {
+		t.Errorf("the ramdisk of the rescue from failed that succeeded: %v, want it taken", err)
+	}
+}
+
 // TestLifecycleWalk walks a node through the states with the shipped profiles: each
 // ends where the lifecycle says, and each ran the profile of its state.
 func TestLifecycleWalk(t *testing.T) {

@@ -39,9 +39,12 @@ func powered(a *workflow.Attempt, input json.RawMessage) error {
 }
 
 // ramdiskRuns reports whether the machine's agent is its ramdisk, joined since the last
-// power action that stopped the machine (a commissioning or release powers it off) and
+// power action that stopped the machine (a commissioning or release powers it off),
 // since the machine's identity epoch last moved (before, its certificate is of an
-// earlier installation and refused: it is gone at once), with its session open. A
+// earlier installation and refused: it is gone at once) and since run, the workflow that
+// asks, began (before, its certificate is of the workflow that booted it, which ended,
+// and refused, run-ended: store.Tx.CheckAgent; an inspection's ramdisk, left running, is
+// booted again by the commissioning that follows), with its session open. A
 // session that ended less than workflow.ReconnectGrace ago (a link blip, a registry
 // restarting; a registry that stopped counts it ended no earlier than the moment it
 // asked its agents back by, a refused return re-slotted included,
@@ -50,7 +53,7 @@ func powered(a *workflow.Attempt, input json.RawMessage) error {
 // meanwhile: the machine runs its disk. When none runs, gone says why if one had joined
 // since that power action, unless the installed OS followed it after its grace had
 // passed (a deploy's kexec, long before: nothing was waited for).
-func (s *Service) ramdiskRuns(ctx context.Context, node string) (runs bool, gone string, err error) {
+func (s *Service) ramdiskRuns(ctx context.Context, node string, run store.Run) (runs bool, gone string, err error) {
 	p, err := s.cfg.Joins.Presence(ctx, node, profile.Ramdisk)
 	if err != nil || p.JoinedAt.IsZero() {
 		return false, "", err
@@ -65,6 +68,10 @@ func (s *Service) ramdiskRuns(ctx context.Context, node string) (runs bool, gone
 	if p.Current && p.JoinedAt.Before(n.IdentityEpochAt) {
 		return false, fmt.Sprintf("the ramdisk that joined at %s holds a certificate of an earlier installation: the machine's identity epoch moved to %d at %s (a deploy, release or retire started), "+
 			"and the registry refuses that certificate (earlier-installation)", p.JoinedAt.UTC().Format(time.RFC3339), n.IdentityEpoch, n.IdentityEpochAt.UTC().Format(time.RFC3339)), nil
+	}
+	if p.Current && p.JoinedAt.Before(run.CreatedAt) {
+		return false, fmt.Sprintf("the ramdisk that joined at %s was booted before workflow %s began at %s: its certificate is of the workflow that booted it, which ended, "+
+			"and the registry refuses it (%s)", p.JoinedAt.UTC().Format(time.RFC3339), run.ID, run.CreatedAt.UTC().Format(time.RFC3339), proto.ReasonRunEnded), nil
 	}
 	if wait := p.EndedAt.Add(workflow.ReconnectGrace).Sub(s.cfg.Clock.Now()); p.Current && !p.Live && wait > 0 {
 		if p, err = s.ramdiskReturns(ctx, node, p, wait); err != nil {

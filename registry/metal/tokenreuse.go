@@ -21,8 +21,9 @@ type reuseOf struct {
 	// heldIdentity is whether the token's join hands its agent the node's identity for
 	// as long as the node's identity epoch stays where the join found it, workflow or
 	// not: a reuse from another address is then contained while that epoch holds. Both
-	// kinds do: a ramdisk's certificate is taken until the epoch moves, and a host that
-	// joined first as a deploy's ramdisk may have answered the deploy itself and joined
+	// kinds do: a ramdisk's certificate is taken while the workflow that minted its token
+	// runs (a rescue's until the node's next workflow: store.Tx.CheckAgent), and a host
+	// that joined first as a deploy's ramdisk may have answered the deploy itself and joined
 	// with its provisioned token before the machine's ramdisk came, so the machine never
 	// reaches an installed OS to tell on it.
 	heldIdentity bool
@@ -61,8 +62,8 @@ var reusedKinds = map[string]reuseOf{
 //     run of the node's guessed for its minter) and, whether or not it runs, while the
 //     node's identity epoch is still the one its join got and, for a ramdisk token, which
 //     other hosts may read from its boot script, while it lives (its agent holds the node's
-//     identity whether or not a workflow runs: a ramdisk's certificate is taken until the
-//     epoch moves, and a host that joined first as a deploy's ramdisk may have finished
+//     identity whether or not a workflow runs: a ramdisk's certificate is taken while
+//     its workflow runs, and a host that joined first as a deploy's ramdisk may have finished
 //     the deploy as its ramdisk and installed OS before the machine's ramdisk came, which
 //     then never reaches an installed OS to tell on it; once the epoch moved, its certificate is
 //     refused already, and the token presented again moves nothing, so that a host that
@@ -269,7 +270,8 @@ type reuseAdvice struct {
 func (a reuseAdvice) String() string {
 	var do []string
 	if !a.contained && a.tok.Kind == store.TokenRamdisk {
-		// The certificate of the ramdisk that joined first holds until the epoch moves.
+		// The certificate of the ramdisk that joined first holds while its workflow runs
+		// (a rescue's until the node's next workflow begins).
 		do = append(do, fmt.Sprintf("unless both addresses are this machine's, revoke the node's agents (`nodes revoke-identity %s`): the ramdisk that joined with the token still holds its certificate", a.node))
 	}
 	deployMinted := a.minter == string(Deploy) || a.minter == unknownMinter

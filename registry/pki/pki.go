@@ -228,15 +228,17 @@ func (p *PKI) AgentCAPool() *x509.CertPool {
 // agentCertificateLifetime is how long an agent certificate is valid.
 const agentCertificateLifetime = 365 * 24 * time.Hour
 
-// IssueAgentCertificate issues an agent's client certificate (DER) from the agent CA:
-// Subject CommonName is the node id, OrganizationalUnit is [role], and the only
-// extended key usage is client authentication. It names the identity epoch it belongs
-// to, epoch, in the Subject's serialNumber (proto.IdentityEpoch): for a machine's agent
-// (role node or ramdisk) the machine's installation, for a site agent its site's count
-// of revocations.
-func (p *PKI) IssueAgentCertificate(nodeID, role string, epoch int64, pub crypto.PublicKey) ([]byte, error) {
+// IssueAgentCertificate issues the client certificate (DER) of the agent c names, for
+// its key pub, from the agent CA: Subject CommonName is the node id, OrganizationalUnit
+// is [role], and the only extended key usage is client authentication. It names the
+// identity epoch it belongs to in the Subject's serialNumber (proto.IdentityEpoch): for
+// a machine's agent (role node or ramdisk) the machine's installation, for a site agent
+// its site's count of revocations. A ramdisk's names the workflow run that minted its
+// join token in the Subject's description (proto.AgentRun); a Run of "" names none.
+func (p *PKI) IssueAgentCertificate(c proto.AgentCredential, pub crypto.PublicKey) ([]byte, error) {
 	now := p.clock.Now()
-	subject := pkix.Name{CommonName: nodeID, OrganizationalUnit: []string{role}, SerialNumber: strconv.FormatInt(epoch, 10)}
+	subject := pkix.Name{CommonName: c.Node, OrganizationalUnit: []string{string(c.Role)}, SerialNumber: strconv.FormatInt(c.Epoch, 10),
+		ExtraNames: proto.AgentRunName(c.Run)}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      subject,

@@ -64,7 +64,7 @@ func TestIssueAgentCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, err := p.IssueAgentCertificate("node-1", joinwire.RoleNode, 3, key.Public())
+	der, err := p.IssueAgentCertificate(proto.AgentCredential{Node: "node-1", Role: proto.Role(joinwire.RoleNode), Epoch: 3}, key.Public())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,15 +97,19 @@ func TestIssueAgentCertificate(t *testing.T) {
 	if _, err := cert.Verify(x509.VerifyOptions{Roots: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
 		t.Errorf("verified without the agent CA")
 	}
-	// A ramdisk's certificate names its installation too, a site agent's its site's
-	// epoch.
+	if run := proto.AgentRun(cert); run != "" {
+		t.Errorf("the node certificate names run %q, want none", run)
+	}
+	// A ramdisk's certificate names its installation too, and the run whose token it
+	// joined with; a site agent's its site's epoch.
 	for role, want := range map[string]string{joinwire.RoleRamdisk: "3", joinwire.RoleSite: "3"} {
-		der, err := p.IssueAgentCertificate("node-1", role, 3, key.Public())
+		der, err := p.IssueAgentCertificate(proto.AgentCredential{Node: "node-1", Role: proto.Role(role), Epoch: 3, Run: "wf_" + role}, key.Public())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cert, err := x509.ParseCertificate(der); err != nil || cert.Subject.SerialNumber != want {
-			t.Errorf("a %s certificate's serialNumber: %v, want %q", role, err, want)
+		cert, err := x509.ParseCertificate(der)
+		if err != nil || cert.Subject.SerialNumber != want || proto.AgentRun(cert) != "wf_"+role {
+			t.Errorf("a %s certificate's serialNumber and run: %v, want %q and wf_%s", role, err, want, role)
 		}
 	}
 }
@@ -158,7 +162,7 @@ func TestCertificatesCarryTheClocksTime(t *testing.T) {
 	clk.Advance(400 * 24 * time.Hour)
 	moved := clk.Now()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, err := p.IssueAgentCertificate("node-1", joinwire.RoleNode, 0, key.Public())
+	der, err := p.IssueAgentCertificate(proto.AgentCredential{Node: "node-1", Role: proto.Role(joinwire.RoleNode), Epoch: 0}, key.Public())
 	if err != nil {
 		t.Fatal(err)
 	}

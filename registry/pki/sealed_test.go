@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/better-compute/better-compute/clock"
+	"github.com/better-compute/better-compute/proto"
 )
 
 // TestSealOpen: sealed keys open with their KEK to the same keys, and not with another
@@ -42,7 +43,7 @@ func TestSealOpen(t *testing.T) {
 	if opened.Pins() != p.Pins() || !bytes.Equal(opened.AgentCAPEM, p.AgentCAPEM) || !bytes.Equal(named["secrets"], bytes.Repeat([]byte{7}, 32)) {
 		t.Errorf("opened other keys than were sealed")
 	}
-	if _, err := opened.IssueAgentCertificate("nd_1", "node", 0, p.JoinSigningKey()); err != nil {
+	if _, err := opened.IssueAgentCertificate(proto.AgentCredential{Node: "nd_1", Role: proto.RoleNode}, p.JoinSigningKey()); err != nil {
 		t.Errorf("the opened agent CA does not issue: %v", err)
 	}
 

@@ -39,7 +39,7 @@ func TestEtcdProbeCoversTheLargestSection(t *testing.T) {
 		{"the mark of its refusal", func(tx *Tx) error { return tx.RefuseInventory(node, section, math.MinInt) }},
 	} {
 		err = s.Batch(func(tx *Tx) error {
-			if err := tx.CheckAgent(node, proto.RoleSite, 1); err != nil {
+			if err := tx.CheckAgent(proto.AgentCredential{Node: node, Role: proto.RoleSite, Epoch: 1}); err != nil {
 				return err
 			}
 			return w.write(tx)

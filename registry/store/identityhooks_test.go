@@ -189,11 +189,15 @@ func TestOnSiteIdentity(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the other replica was not told of the revocation within 30 s")
 	}
-	err := remote.View(func(tx *Tx) error { return tx.CheckAgent("rack-a", proto.RoleSite, 0) })
+	err := remote.View(func(tx *Tx) error {
+		return tx.CheckAgent(proto.AgentCredential{Node: "rack-a", Role: proto.RoleSite, Epoch: 0})
+	})
 	if proto.CodeOf(err) != proto.Forbidden || proto.AsError(err).Details.Reason != proto.ReasonRevoked || !strings.Contains(err.Error(), "server stolen") {
 		t.Errorf("the site agent's certificate of epoch 0 after the revocation: %v, want FORBIDDEN revoked with the reason", err)
 	}
-	if err := remote.View(func(tx *Tx) error { return tx.CheckAgent("rack-a", proto.RoleSite, 1) }); err != nil {
+	if err := remote.View(func(tx *Tx) error {
+		return tx.CheckAgent(proto.AgentCredential{Node: "rack-a", Role: proto.RoleSite, Epoch: 1})
+	}); err != nil {
 		t.Errorf("the site agent's certificate of epoch 1: %v, want it current", err)
 	}
 }

@@ -43,6 +43,11 @@ const (
 	nodeEnrolledV1 = "enrolled"
 )
 
+// TransitionRescue is the Transition of a rescue (registry/metal's rescue request): its
+// success leaves the machine in its ramdisk, whose certificate stays good past the
+// rescue's end, until the node's next workflow starts (Tx.CheckAgent).
+const TransitionRescue = "rescue"
+
 // Node is one enrolled machine.
 type Node struct {
 	ID     string `json:"id"`
@@ -298,16 +303,30 @@ func (n Node) CheckAgent(role proto.Role, epoch int64) error {
 // against, with the tenant whose machine it is, its fields named as Node's: read alone,
 // it costs less than half of the whole node, on every session's hello, NodeSpec push and
 // relayed command (Tx.CheckAgent, Tx.CheckAgentOf).
+// Its last workflow, the request that started it and the run of its failure are
+// what a ramdisk's certificate is checked against beside (ramdiskRun).
 type nodeIdentity struct {
 	ID                string      `json:"id"`
 	Tenant            string      `json:"tenantId"`
 	IdentityRevokedAt time.Time   `json:"identityRevokedAt"`
 	IdentityEpoch     int64       `json:"identityEpoch"`
 	AgentsRevoked     *Revocation `json:"agentsRevoked"`
+	Workflow          string      `json:"workflowId"`
+	Transition        string      `json:"transition"`
+	Failure           *failedRun  `json:"failure"`
+}
+
+// failedRun is the run of a node's Failure, read alone (nodeIdentity).
+type failedRun struct {
+	RunID string `json:"workflowId"`
 }
 
 func (n Node) identity() nodeIdentity {
-	return nodeIdentity{n.ID, n.Tenant, n.IdentityRevokedAt, n.IdentityEpoch, n.AgentsRevoked}
+	id := nodeIdentity{n.ID, n.Tenant, n.IdentityRevokedAt, n.IdentityEpoch, n.AgentsRevoked, n.Workflow, n.Transition, nil}
+	if n.Failure != nil {
+		id.Failure = &failedRun{n.Failure.RunID}
+	}
+	return id
 }
 
 // identity reads node id's identity; false for an id no node has (a site agent's),
@@ -374,30 +393,62 @@ func (t *Tx) AgentEpoch(id string, role proto.Role) (int64, error) {
 	return n.IdentityEpoch, n.revoked()
 }
 
-// CheckAgent checks the certificate of an agent of id in role that names epoch
-// (proto.IdentityEpoch), wherever one is taken: for a machine's agent, against its node
-// (Node.CheckAgent); for a site agent, against its site (Site.CheckAgent). An id no
-// node, or for a site agent no site, has passes.
-func (t *Tx) CheckAgent(id string, role proto.Role, epoch int64) error {
-	_, err := t.CheckAgentOf(id, role, epoch)
+// CheckAgent checks the certificate of the agent c names, wherever one is taken: for a
+// machine's agent, against its node (Node.CheckAgent: its identity epoch), and for its
+// ramdisk also against the node's workflow (ramdiskRun); for a site agent, against its
+// site (Site.CheckAgent). An id no node, or for a site agent no site, has passes.
+func (t *Tx) CheckAgent(c proto.AgentCredential) error {
+	_, err := t.CheckAgentOf(c)
 	return err
 }
 
 // CheckAgentOf is CheckAgent, and also says, from the same read, whose machine's agent
 // it is: the node's tenant, "" for a site agent (the platform's) or an id no node has.
-func (t *Tx) CheckAgentOf(id string, role proto.Role, epoch int64) (tenant string, err error) {
-	if role == proto.RoleSite {
-		s, ok, err := t.siteIdentity(id)
+func (t *Tx) CheckAgentOf(c proto.AgentCredential) (tenant string, err error) {
+	if c.Role == proto.RoleSite {
+		s, ok, err := t.siteIdentity(c.Node)
 		if err != nil || !ok {
 			return "", err
 		}
-		return "", s.checkAgent(epoch)
+		return "", s.checkAgent(c.Epoch)
 	}
-	n, ok, err := t.identity(id)
+	n, ok, err := t.identity(c.Node)
 	if err != nil || !ok {
 		return "", err
 	}
-	return n.Tenant, n.checkAgent(role, epoch)
+	if err := n.checkAgent(c.Role, c.Epoch); err != nil || c.Role != proto.RoleRamdisk {
+		return n.Tenant, err
+	}
+	return n.Tenant, t.ramdiskRun(n, c.Run)
+}
+
+// ramdiskRun checks the certificate of node n's ramdisk that names run (proto.AgentRun):
+// it is good only while run is the node's running workflow (the one whose
+// boot.prepareRamdisk or metal.ensureRamdisk minted the token it joined with), or the
+// rescue that booted it and succeeded, which leaves the machine in its ramdisk until the
+// node's next workflow starts (unrescue, retire, or from failed a retry, release or
+// rescue). One that names no run (an operator's token, or one issued before
+// certificates named their run) is taken for the node's last workflow's. Otherwise
+// FORBIDDEN, reason run-ended: a ramdisk's key travels in its machine's memory and its
+// token in a boot script over plain HTTP, so a host that held either would pass for the
+// node's ramdisk (its hello, reports, answers) for the certificate's year, until the
+// node's identity epoch moved. It reads one key of the running runs' index, and only
+// for the node's last workflow.
+func (t *Tx) ramdiskRun(n nodeIdentity, run string) error {
+	of := "workflow " + run
+	switch {
+	case run == "" && n.Workflow == "":
+		of = "no workflow, and none ran on the node"
+	case run == "":
+		run, of = n.Workflow, "no workflow, taken for the node's last"
+	}
+	if run == n.Workflow && run != "" &&
+		(t.runRunning(run) || n.Transition == TransitionRescue && (n.Failure == nil || n.Failure.RunID != run)) {
+		return nil
+	}
+	return proto.Errorf(proto.Forbidden, "the certificate of node %s's ramdisk is of %s, which no longer runs: "+
+		"a ramdisk's certificate is good while the workflow that booted it runs, a rescue's until the node's next workflow starts; a workflow that needs a ramdisk boots one of its own",
+		n.ID, of).WithReason(proto.ReasonRunEnded)
 }
 
 // Nodes lists tenant's nodes, those of one pool when pool is set and those in one state

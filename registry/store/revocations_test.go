@@ -25,7 +25,10 @@ func TestCheckAgentAfterRevocations(t *testing.T) {
 		check := func(what, id string, role proto.Role, epoch int64, reason string, says ...string) {
 			t.Helper()
 			var err error
-			s.View(func(tx *Tx) error { err = tx.CheckAgent(id, role, epoch); return nil })
+			s.View(func(tx *Tx) error {
+				err = tx.CheckAgent(proto.AgentCredential{Node: id, Role: role, Epoch: epoch})
+				return nil
+			})
 			switch {
 			case reason == "" && err != nil:
 				t.Errorf("%s: %v, want it taken", what, err)

@@ -304,6 +304,13 @@ func (t *Tx) checkRuns() []error {
 	return errs
 }
 
+// runRunning reports whether run id is running, from its entry in bucketRunningRuns
+// alone (its record is read on no agent's behalf: every step's progress rewrites it).
+func (t *Tx) runRunning(id string) bool {
+	k, _ := t.kv.cursor(bucketRunningRuns).Seek([]byte(id))
+	return string(k) == id
+}
+
 // RunningRuns returns the ids of the runs that are running, for a registry that starts
 // to resume them.
 func (t *Tx) RunningRuns() ([]string, error) {

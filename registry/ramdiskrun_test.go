@@ -1,0 +1,69 @@
+package registry
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"log/slog"
+	"testing"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// TestARamdiskOfAnEndedDeployIsRefused, as a host that held a ramdisk's key would try
+// it: a deploy boots the node's ramdisk (boot.prepareRamdisk, whose boot script carries
+// the ramdisk join token over plain HTTP), the ramdisk joins with that token through the
+// JoinService and holds its session over real QUIC, and the deploy, whose last step
+// waits for it, succeeds. The certificate names that deploy's run. Then its key connects
+// again, as the host that read the token and joined first would once the machine booted
+// its installed OS: its hello is refused for good (CloseRevoked, the reason saying the
+// run no longer runs) and the registry holds no session of it. Before, that certificate
+// was taken until the node's identity epoch moved (its year of validity, or the next
+// release): the host said hello, reported and answered as the node's ramdisk.
+func TestARamdiskOfAnEndedDeployIsRefused(t *testing.T) {
+	f, held, node, started := deployPrepareHeld(t, `{"id": "prep", "version": 1, "target": "metal", "steps": [{"use": "boot.prepareRamdisk"}, `+
+		`{"use": "wait.agentJoined", "with": {"role": "ramdisk"}, "timeout": "5m"}]}`)
+	var cmd proto.SiteCommand
+	var boot proto.PrepareRamdisk
+	if err := json.Unmarshal(held.ran()[0], &cmd); err != nil || json.Unmarshal(cmd.Input, &boot) != nil || boot.Token == "" {
+		t.Fatalf("boot.prepareRamdisk's command %s carries no join token: %v", held.ran()[0], err)
+	}
+	held.free()
+	creds, err := f.join(node.ID, "ramdisk", boot.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(creds.Certificate.Certificate[0])
+	if err != nil || proto.AgentRun(leaf) != started.WorkflowID {
+		t.Fatalf("the ramdisk's certificate names run %q (%v), want the deploy's %s", proto.AgentRun(leaf), err, started.WorkflowID)
+	}
+	ramdisk := f.newAgent(node.ID, creds)
+	end := ramdisk.session(context.Background(), ramdisk.start())
+	c := f.tenants["acme"]
+	if !f.wait("the deploy to end", func() bool {
+		wf, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID})
+		return err == nil && wf.State != store.RunRunning
+	}) {
+		t.FailNow()
+	}
+	if wf, _ := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID}); wf.State != store.RunSucceeded {
+		t.Fatalf("the deploy its ramdisk joined: %s, failure %+v", wf.State, wf.Failure)
+	}
+	end()
+
+	closes := &refusals{from: slog.LevelError}
+	again := f.newAgent(node.ID, creds)
+	again.log = slog.New(closes)
+	defer again.session(context.Background(), again.start())()
+	if !f.wait("the hello of the ended deploy's ramdisk refused", func() bool { return closes.count("which no longer runs") > 0 }) {
+		t.Fatalf("the ramdisk's key was not refused once its deploy ended; it logged %q", closes.reasons)
+	}
+	if closes.count("refuses this agent's certificate for good") == 0 {
+		t.Errorf("the refusal was not for good (CloseRevoked): %q", closes.reasons)
+	}
+	if f.r.plane.ep.Connected(node.ID, proto.RoleRamdisk) {
+		t.Error("the registry holds a session of the ended deploy's ramdisk")
+	}
+}
