@@ -69,17 +69,38 @@ func refused(status int, retry string, e proto.Error) bool {
 }
 
 // holdWaiting takes every waiting place of the caller's tenant with calls whose bodies do
-// not come, until the one returned sends them; each is then answered OK.
+// not come, until the one returned sends them; each is then answered OK. A held call
+// refused because the probe that looks for the refusal took its place first (the probe
+// can reach the registry before the last held call does) is sent again with a new body.
 func (c rawCaller) holdWaiting(t *testing.T) (send func()) {
 	t.Helper()
 	var held sync.WaitGroup
-	var bodies []*io.PipeWriter
-	for range tenantWaiting {
-		r, w := io.Pipe()
-		bodies = append(bodies, w)
+	var mu sync.Mutex
+	bodies := make([]*io.PipeWriter, tenantWaiting)
+	sent := false
+	for i := range tenantWaiting {
 		held.Go(func() {
-			if status, _, e := c.call(t, "credentials.whoami", r); status != http.StatusOK {
-				t.Errorf("a call whose body came late: %d %+v", status, e)
+			for {
+				r, w := io.Pipe()
+				mu.Lock()
+				if sent {
+					mu.Unlock()
+					return
+				}
+				bodies[i] = w
+				mu.Unlock()
+				status, retry, e := c.call(t, "credentials.whoami", r)
+				r.Close() // a send to a refused call's body fails rather than waits
+				mu.Lock()
+				again := refused(status, retry, e) && !sent
+				mu.Unlock()
+				if again {
+					continue
+				}
+				if status != http.StatusOK {
+					t.Errorf("a call whose body came late: %d %+v", status, e)
+				}
+				return
 			}
 		})
 	}
@@ -87,10 +108,13 @@ func (c rawCaller) holdWaiting(t *testing.T) (send func()) {
 		return refused(c.call(t, "credentials.whoami", strings.NewReader("{}")))
 	})
 	return func() {
+		mu.Lock()
+		sent = true
 		for _, w := range bodies {
 			w.Write([]byte("{}"))
 			w.Close()
 		}
+		mu.Unlock()
 		held.Wait()
 	}
 }
