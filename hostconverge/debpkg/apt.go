@@ -21,6 +21,13 @@ func Installed(p *hostenv.Pass) (map[string]string, error) {
 	if err := checkDebian(p); err != nil {
 		return nil, err
 	}
+	return Recorded(p)
+}
+
+// Recorded is what dpkg's status file records as installed, package to version, on any
+// host: none where the file is not (a host without dpkg). Installed is it on a host
+// whose packages bcd installs.
+func Recorded(p *hostenv.Pass) (map[string]string, error) {
 	data, found, err := p.ReadOptional(StatusFile)
 	if err != nil || !found {
 		return map[string]string{}, err

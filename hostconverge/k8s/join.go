@@ -146,12 +146,12 @@ func beforeV1beta4(version string) bool {
 // that kubeadm fails on the file (no kind "JoinConfiguration" is registered for version
 // "kubeadm.k8s.io/v1beta4"), and its last line, which is all of its output a failure
 // reports, says only how to see a stack trace. A kubeadm that is no package of the host's
-// is left to run.
+// (none where dpkg's status file is not, on any distribution) is left to run.
 func checkKubeadmReadsV1beta4(p *hostenv.Pass, want string) error {
 	if want != "" {
 		return nil
 	}
-	pkgs, err := debpkg.Installed(p)
+	pkgs, err := debpkg.Recorded(p)
 	if err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func checkKubeletVersion(p *hostenv.Pass, want string) error {
 	if want == "" {
 		return nil
 	}
-	pkgs, err := debpkg.Installed(p)
+	pkgs, err := debpkg.Recorded(p)
 	if err != nil {
 		return err
 	}
