@@ -193,6 +193,20 @@ func startSite(t *testing.T, config string) (stop func(), log func() string) {
 	return stop, log
 }
 
+// allLocations is every location `sites locations` lists at site, page after page.
+func allLocations(t *testing.T, admin, site string) []api.ImageLocation {
+	t.Helper()
+	var all []api.ImageLocation
+	for cursor := ""; ; {
+		var page api.SiteLocations
+		testkit.JSON(t, admin, &page, "sites", "locations", site, "--cursor", cursor)
+		all = append(all, page.Locations...)
+		if cursor = page.NextCursor; cursor == "" {
+			return all
+		}
+	}
+}
+
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
 	testkit.WaitFor(t, what, time.Minute, 250*time.Millisecond, ok)

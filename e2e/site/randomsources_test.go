@@ -82,9 +82,7 @@ func TestATenantsRandomSourcesLeaveTheSiteItsImagesReport(t *testing.T) {
 		t.Errorf("rack-a's images section holds %d images, omitted %v: want it cut, its left-out entries counted, out of %d", held, info.Omitted, artifacts+2)
 	}
 	waitFor(t, "acme's fresh@1 located at rack-a", func() bool {
-		var locs struct{ Locations []api.ImageLocation }
-		testkit.JSON(t, admin, &locs, "sites", "locations", "rack-a")
-		for _, l := range locs.Locations {
+		for _, l := range allLocations(t, admin, "rack-a") {
 			if l.State == proto.CacheReady && l.Digest == testkit.Digest(fresh) {
 				return true
 			}
