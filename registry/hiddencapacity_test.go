@@ -24,6 +24,7 @@ import (
 func TestHiddenCapacityOutlivesTheInstalledOSsReport(t *testing.T) {
 	m := newRoleMachine(t, "52:54:00:00:08:21")
 	f, node := m.f, m.node
+	defer f.working(node)() // the inspection whose ramdisk it is runs
 	ramdiskCreds, err := f.join(node, "ramdisk", f.mint(store.TokenRamdisk, node))
 	if err != nil {
 		t.Fatal(err)
