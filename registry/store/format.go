@@ -56,20 +56,20 @@ import (
 //	   its keys (indexImageDigests) and counts its objects again (countTenants), and
 //	   stops the replicas of format 4 first.
 //	6  two changes in one raise. First, the site_locations bucket (locations.go): a
-//	   site's location of an artifact is stored once for its site, digest and source, and each image of that digest and
-//	   source is located by it, rather than once for each image in image_locations, so
-//	   that a site's report writes as many keys for a digest whatever number of images
-//	   name it (past 4,091, one etcd transaction did not take them). A replica of format
-//	   5 reads and writes image_locations alone: it would locate no image after the
-//	   raise, and its reports' writes would be lost. Raising a store to 6 moves its
-//	   locations (moveImageLocations), and stops the replicas of format 5 first.
-//	   Second, profile versions' references (format6_profiles.go): the profiles_refs bucket,
-//	   the runs and nodes that refer to each stored profile version, which the prune of
-//	   a deleted version reads rather than every run and node, and the version's key in
-//	   the values of workflows_by_end, by which a run's prune drops its entry: a replica
-//	   of format 5 creates and prunes runs and deploys nodes without them, which would let
-//	   a prune delete a version a run still reads. Raising a store to 6 writes them
-//	   (indexProfileRefs), and stops the replicas of format 5 first.
+//	   site's location of an artifact is stored once for its site, digest and source,
+//	   and each image of that digest and source is located by it, rather than once for
+//	   each image in image_locations, so that a site's report writes as many keys for a
+//	   digest whatever number of images name it (past 4,091, one etcd transaction did
+//	   not take them). A replica of format 5 reads and writes image_locations alone: it
+//	   would locate no image after the raise, and its reports' writes would be lost.
+//	   Raising a store to 6 moves its locations (moveImageLocations). Second, profile
+//	   versions' references (format6_profiles.go): the profiles_refs bucket, the runs and
+//	   nodes that refer to each stored profile version, which the prune of a deleted
+//	   version reads rather than every run and node, and the version's key in the values
+//	   of workflows_by_end, by which a run's prune drops its entry: a replica of format 5
+//	   creates and prunes runs and deploys nodes without them, which would let a prune
+//	   delete a version a run still reads. Raising a store to 6 writes them
+//	   (indexProfileRefs). The raise stops the replicas of format 5 first.
 const Format = 6
 
 // formatExpiryIndex is the format that added bucketAgentCommandsByExpiry.
