@@ -298,13 +298,20 @@ func pkiKey(cfg Config, p *pki.PKI, where string, gone bool) recordedKey {
 // a registry with one would serve beside records it cannot use. A key whose flag is
 // given is taken, marked lost, and the start says what is lost. It writes nothing.
 func checkKeys(cfg Config, st *store.Store, ks []recordedKey) error {
-	for i := range ks {
-		k := &ks[i]
-		err := st.View(func(tx *store.Tx) error { return tx.CheckKey(k.Key) })
-		if !errors.Is(err, store.ErrOtherKey) {
-			if err != nil {
-				return err
+	checked := make([]error, len(ks))
+	if err := st.View(func(tx *store.Tx) error {
+		for i, k := range ks {
+			if checked[i] = tx.CheckKey(k.Key); checked[i] != nil && !errors.Is(checked[i], store.ErrOtherKey) {
+				return checked[i]
 			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for i := range ks {
+		k, err := &ks[i], checked[i]
+		if err == nil {
 			continue
 		}
 		if k.taken {

@@ -29,16 +29,11 @@ func storedAs(tx *store.Tx, s *session, section string, data json.RawMessage) (j
 	if s.role != proto.RoleNode || section != proto.SectionDisks {
 		return data, nil
 	}
-	sections, err := tx.Inventory(s.node)
+	stored, _, err := tx.InventorySection(s.node, section)
 	if err != nil {
 		return nil, err
 	}
-	for _, stored := range sections {
-		if stored.Section == section {
-			return keptFirmware(data, stored.Data)
-		}
-	}
-	return keptFirmware(data, nil)
+	return keptFirmware(data, stored.Data)
 }
 
 // keptFirmware is data, a disks section bcd node reported, with each disk's

@@ -24,12 +24,8 @@ func (s *Service) diagDCGM(ctx context.Context, a *workflow.Attempt) (json.RawMe
 			return err
 		}
 		optional = a.Run.Kind == string(Commission) && !pool.Policy.RequireGPUs
-		inv, err := tx.Inventory(a.Node.ID)
-		for _, sec := range inv {
-			if sec.Section == proto.SectionGPUs {
-				gpus = sec.Data
-			}
-		}
+		sec, _, err := tx.InventorySection(a.Node.ID, proto.SectionGPUs)
+		gpus = sec.Data
 		return err
 	})
 	if err != nil {

@@ -59,26 +59,20 @@ func recordCacheReport(tx *store.Tx, node string) error {
 	if err != nil {
 		return err
 	}
-	inv, err := tx.Inventory(node)
-	if err != nil {
+	s, ok, err := tx.InventorySection(node, proto.SectionImages)
+	if err != nil || !ok {
 		return err
 	}
 	info, err := tx.SiteInventory(node)
 	if err != nil {
 		return err
 	}
-	for _, s := range inv {
-		if s.Section != proto.SectionImages {
-			continue
-		}
-		var entries []proto.ImageCacheEntry
-		if err := json.Unmarshal(s.Data, &entries); err != nil {
-			return proto.Errorf(proto.InvalidInput, "the images section does not decode: %v", err)
-		}
-		// A report refused for its size leaves the one before it, which may name fewer
-		// images than the cache holds: it drops no location, as a cut one.
-		_, err = image.RecordSiteCacheReport(tx, site.ID, node, entries, info.SectionCut(proto.SectionImages) || s.Refused != nil)
-		return err
+	var entries []proto.ImageCacheEntry
+	if err := json.Unmarshal(s.Data, &entries); err != nil {
+		return proto.Errorf(proto.InvalidInput, "the images section does not decode: %v", err)
 	}
-	return nil
+	// A report refused for its size leaves the one before it, which may name fewer
+	// images than the cache holds: it drops no location, as a cut one.
+	_, err = image.RecordSiteCacheReport(tx, site.ID, node, entries, info.SectionCut(proto.SectionImages) || s.Refused != nil)
+	return err
 }

@@ -108,8 +108,8 @@ func (t *Tx) putSection(s InventorySection, reported int) error {
 	return t.putRaw(bucketInventory, inventoryKey(s.Node, s.Section), append([]byte{schemaVersion}, rec...))
 }
 
-// section reads one stored section; false when there is none.
-func (t *Tx) section(node, section string) (InventorySection, bool, error) {
+// InventorySection reads one section a node's agent reported; false when there is none.
+func (t *Tx) InventorySection(node, section string) (InventorySection, bool, error) {
 	var rec inventoryRecord
 	ok, err := t.get(bucketInventory, inventoryKey(node, section), &rec)
 	if err != nil || !ok {
@@ -137,7 +137,7 @@ func (t *Tx) PutInventory(node, section string, data json.RawMessage) (changed b
 	if err := json.Compact(&compact, data); err != nil {
 		return false, proto.Errorf(proto.InvalidInput, "inventory section %q of node %q is not JSON: %v", section, node, err).WithPath("data")
 	}
-	old, ok, err := t.section(node, section)
+	old, ok, err := t.InventorySection(node, section)
 	if err != nil {
 		return false, err
 	}
@@ -162,7 +162,7 @@ func (t *Tx) RefuseInventory(node, section string, reported int) error {
 	if err := proto.CheckSectionName(section); err != nil {
 		return proto.AsError(err).WithPath("section")
 	}
-	s, ok, err := t.section(node, section)
+	s, ok, err := t.InventorySection(node, section)
 	if err != nil {
 		return err
 	}
@@ -246,7 +246,7 @@ func (t *Tx) Inventory(node string) ([]InventorySection, error) {
 // (or one that does not decode).
 func (t *Tx) SiteInventory(node string) (proto.SiteInventory, error) {
 	var si proto.SiteInventory
-	s, ok, err := t.section(node, proto.SectionSite)
+	s, ok, err := t.InventorySection(node, proto.SectionSite)
 	if ok && json.Unmarshal(s.Data, &si) != nil {
 		si = proto.SiteInventory{}
 	}

@@ -73,7 +73,7 @@ func FuzzPutInventory(f *testing.F) {
 
 // viewSection reads node n1's section.
 func (s *Store) viewSection(t *testing.T, section string) (sec InventorySection, ok bool) {
-	if err := s.View(func(tx *Tx) (err error) { sec, ok, err = tx.section("n1", section); return err }); err != nil {
+	if err := s.View(func(tx *Tx) (err error) { sec, ok, err = tx.InventorySection("n1", section); return err }); err != nil {
 		t.Fatalf("section %s does not read back: %v", section, err)
 	}
 	return sec, ok

@@ -71,10 +71,15 @@ type Key struct {
 // records that depend on the key takes any.
 func (t *Tx) CheckKey(k Key) error {
 	id, recorded, err := t.KeyIDOf(k.Of)
-	if err != nil || recorded && id == k.ID {
+	if err != nil {
 		return err
 	}
-	if !t.holdsAny(k.Of.dependents) {
+	return t.checkKey(k, id, recorded)
+}
+
+// checkKey is CheckKey of a store that records id of k's key (recorded) or none.
+func (t *Tx) checkKey(k Key, id string, recorded bool) error {
+	if recorded && id == k.ID || !t.holdsAny(k.Of.dependents) {
 		return nil
 	}
 	if recorded {
@@ -93,8 +98,10 @@ func (t *Tx) BindKey(k Key, force bool) (replaced string, err error) {
 	if err != nil || recorded && id == k.ID {
 		return "", err
 	}
-	if err := t.CheckKey(k); err != nil && !force {
-		return "", err
+	if !force {
+		if err := t.checkKey(k, id, recorded); err != nil {
+			return "", err
+		}
 	}
 	return id, t.PutKeyID(k.Of, k.ID)
 }
