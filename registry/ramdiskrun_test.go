@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
@@ -56,7 +57,13 @@ func TestARamdiskOfAnEndedDeployIsRefused(t *testing.T) {
 	closes := &refusals{from: slog.LevelError}
 	again := f.newAgent(node.ID, creds)
 	again.log = slog.New(closes)
-	defer again.session(context.Background(), again.start())()
+	s := again.start()
+	defer again.session(context.Background(), s)()
+	// A request it makes fails with the refusal's reason, not as a session that merely
+	// ended (which bcd would ask again over).
+	if _, err := s.Secret(t.Context(), "secret://k8s/join"); proto.CodeOf(err) != proto.Forbidden || !strings.Contains(err.Error(), "which no longer runs") {
+		t.Errorf("the ended deploy's ramdisk asking for a secret: %v; want FORBIDDEN saying its run no longer runs", err)
+	}
 	if !f.wait("the hello of the ended deploy's ramdisk refused", func() bool { return closes.count("which no longer runs") > 0 }) {
 		t.Fatalf("the ramdisk's key was not refused once its deploy ended; it logged %q", closes.reasons)
 	}

@@ -139,7 +139,7 @@ type Agent struct {
 	up chan struct{}
 	// calls are the requests (secret, renewal) awaiting their answer, by id; callSeq
 	// numbers them.
-	calls   map[string]chan *proto.Message
+	calls   map[string]chan callResult
 	callSeq uint64
 }
 
@@ -185,7 +185,7 @@ func New(cfg Config) (*Agent, error) {
 		observed:  cfg.ObservedGeneration,
 		inventory: maps.Clone(cfg.Inventory),
 		up:        make(chan struct{}),
-		calls:     map[string]chan *proto.Message{},
+		calls:     map[string]chan callResult{},
 	}
 	if a.cert.Leaf == nil {
 		a.cert.Leaf = leaf
@@ -408,7 +408,7 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 	defer func() {
 		a.mu.Lock()
 		a.conn, a.stream = nil, nil
-		a.sessionEndedLocked()
+		a.sessionEndedLocked(err)
 		a.mu.Unlock()
 	}()
 	a.log.Debug("registry session established", "observedGeneration", hello.ObservedGeneration)

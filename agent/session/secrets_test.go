@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -18,13 +19,13 @@ func TestSecretWithoutASession(t *testing.T) {
 		t.Fatalf("without a session: %q, %v; want INVALID_STATE", v, err)
 	}
 
-	answer := make(chan *proto.Message, 1)
+	answer := make(chan callResult, 1)
 	a.mu.Lock()
 	a.calls["call-9"] = answer
-	a.sessionEndedLocked()
+	a.sessionEndedLocked(io.EOF)
 	a.mu.Unlock()
-	if ans := <-answer; ans != nil {
-		t.Fatalf("a session that ended answered %+v; want nil, which call reports as INVALID_STATE", ans)
+	if r := <-answer; r.m != nil || r.ended != io.EOF {
+		t.Fatalf("a session that ended answered %+v; want how it ended, which call reports as INVALID_STATE", r)
 	}
 	a.answered("call-9", &proto.Message{Type: proto.MsgSecret, Secret: &proto.Secret{ID: "call-9", Value: []byte("late")}}) // given up: dropped
 }

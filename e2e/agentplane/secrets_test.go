@@ -184,21 +184,26 @@ func TestNodeAgentGetsItsJoinToken(t *testing.T) {
 		defer func() { cancel(); <-ran }()
 		return a.Secret(ctx, ref)
 	}
-	for name, tc := range map[string]struct {
+	// In this order: the ramdisk's certificate names no run, and is taken while the
+	// node's last workflow (its inspection, whose BMC read waits for rack-a's agent)
+	// runs; the site agent, last, fails that read and ends the inspection.
+	for _, tc := range []struct {
+		name string
 		node string
 		role proto.Role
 		ref  string
 		code proto.Code
+		says string
 	}{
-		"another tenant's node naming the same ref": {nodes[1], proto.RoleNode, ref, proto.NotFound},
-		"a ref its NodeSpec does not name":          {nodes[1], proto.RoleNode, "secret://k8s/other", proto.Forbidden},
-		"a ramdisk agent":                           {nodes[1], proto.RoleRamdisk, ref, proto.Forbidden},
-		"a site agent":                              {"rack-a", proto.RoleSite, ref, proto.Forbidden},
+		{"another tenant's node naming the same ref", nodes[1], proto.RoleNode, ref, proto.NotFound, "tenant globex has no secret"},
+		{"a ref its NodeSpec does not name", nodes[1], proto.RoleNode, "secret://k8s/other", proto.Forbidden, "references no secret"},
+		{"a ramdisk agent", nodes[1], proto.RoleRamdisk, ref, proto.Forbidden, "secrets go only to node agents"},
+		{"a site agent", "rack-a", proto.RoleSite, ref, proto.Forbidden, "secrets go only to node agents"},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			value, err := ask(t, tc.node, tc.role, tc.ref)
-			if proto.CodeOf(err) != tc.code || value != nil {
-				t.Fatalf("got %q, %v; want %s", value, err, tc.code)
+			if proto.CodeOf(err) != tc.code || value != nil || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("got %q, %v; want %s saying %q", value, err, tc.code, tc.says)
 			}
 		})
 	}
