@@ -66,7 +66,7 @@ func New(cfg Config) *Console {
 	}
 	c := &Console{api: cfg.API, log: cfg.Log, now: cfg.Now, sessions: newSessions(cfg.Now), pages: parsePages(), mux: http.NewServeMux()}
 	assets, _ := fs.Sub(assetFiles, "assets")
-	files := http.FileServerFS(assets)
+	files := http.FileServerFS(filesOnly{assets})
 	c.mux.Handle("GET /ui/assets/", http.StripPrefix("/ui/assets/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		files.ServeHTTP(headersKept{w}, r)
 	})))
@@ -118,6 +118,23 @@ type headersKept struct{ http.ResponseWriter }
 func (w headersKept) WriteHeader(status int) {
 	setHeaders(w.Header())
 	w.ResponseWriter.WriteHeader(status)
+}
+
+// filesOnly is the console's assets as its file server sees them: files, and no
+// directory, so that /ui/assets/ and any directory under it answer 404 rather than a
+// listing of what the binary embeds.
+type filesOnly struct{ fs.FS }
+
+func (a filesOnly) Open(name string) (fs.File, error) {
+	f, err := a.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || st.IsDir() {
+		f.Close()
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return f, nil
 }
 
 // view is what every page's layout shows, with the page's own data.

@@ -21,10 +21,12 @@ var consoleHeaders = map[string]string{
 // TestEveryConsoleAnswerCarriesItsHeaders: each kind of answer the console gives, on
 // the real serve's listener (a page, the sign-in page, a redirect, a form refused, a
 // page that does not exist, a method it does not take, a static asset, one that does not
-// exist and a range past an asset's end, a live stream and one refused, a sibling origin's load refused, and /ui
-// without its slash), carries every one of the console's security headers, exactly.
-// Before, /ui was sent on by the API's router without any of them, and an asset that
-// does not exist, or a range past its end, lost Cache-Control.
+// exist and a range past an asset's end, the assets' directory, a live stream and one
+// refused, a sibling origin's load refused, and /ui without its slash), carries every
+// one of the console's security headers, exactly. Before, /ui was sent on by the API's
+// router without any of them, an asset that does not exist, or a range past its end,
+// lost Cache-Control, and /ui/assets/ answered 200 with a listing of the embedded
+// assets, where a directory is not there (404).
 func TestEveryConsoleAnswerCarriesItsHeaders(t *testing.T) {
 	reg, acme, acmeNode, _ := twoTenants(t)
 	in, out := newClient(t, reg), newClient(t, reg)
@@ -49,6 +51,7 @@ func TestEveryConsoleAnswerCarriesItsHeaders(t *testing.T) {
 		"a static asset":                  {out, http.MethodGet, "/ui/assets/console.css", nil, http.StatusOK},
 		"an asset that does not exist":    {out, http.MethodGet, "/ui/assets/nope.css", nil, http.StatusNotFound},
 		"a range past an asset's end":     {out, http.MethodGet, "/ui/assets/console.css", map[string]string{"Range": "bytes=1000000-"}, http.StatusRequestedRangeNotSatisfiable},
+		"the assets' directory":           {out, http.MethodGet, "/ui/assets/", nil, http.StatusNotFound},
 		"a live stream":                   {in, http.MethodGet, "/ui/nodes/" + acmeNode.ID + "/live", nil, http.StatusOK},
 		"a live stream refused":           {in, http.MethodGet, "/ui/nodes/" + acmeNode.ID + "/live", sibling, http.StatusForbidden},
 		"a sibling origin's load refused": {in, http.MethodGet, "/ui/nodes", sibling, http.StatusForbidden},
