@@ -70,8 +70,12 @@ func New(cfg Config) *Console {
 	c.mux.Handle("GET /ui/assets/", http.StripPrefix("/ui/assets/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		files.ServeHTTP(headersKept{w}, r)
 	})))
-	c.mux.HandleFunc(Root, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, Path, http.StatusTemporaryRedirect) })
-	c.mux.HandleFunc("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/nodes", http.StatusSeeOther) })
+	c.mux.HandleFunc(Root, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, withQuery(Path, r), http.StatusTemporaryRedirect)
+	})
+	c.mux.HandleFunc("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, withQuery("/ui/nodes", r), http.StatusSeeOther)
+	})
 	c.mux.HandleFunc("GET /ui/signin", c.visited(c.signinForm))
 	c.mux.HandleFunc("POST /ui/signin", c.signin)
 	c.mux.HandleFunc("POST /ui/signout", c.form(c.signout))
@@ -135,6 +139,15 @@ func (a filesOnly) Open(name string) (fs.File, error) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 	}
 	return f, nil
+}
+
+// withQuery is path with r's query: a redirect of the console's root keeps what its
+// link asked (/ui?find=ID opens the node, /ui?state=failed the failed nodes).
+func withQuery(path string, r *http.Request) string {
+	if r.URL.RawQuery == "" {
+		return path
+	}
+	return path + "?" + r.URL.RawQuery
 }
 
 // view is what every page's layout shows, with the page's own data.

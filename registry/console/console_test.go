@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -440,6 +441,41 @@ func TestPagesAreTheAPIsAnswers(t *testing.T) {
 	}
 	if p := admin.get("/ui/nodes?state=sleeping"); p.status != http.StatusBadRequest || !strings.Contains(p.body, "INVALID_INPUT") {
 		t.Errorf("a state metal.list does not know: %d\n%s", p.status, p.body)
+	}
+}
+
+// follow gets path and each redirect after it, as a browser does, and returns the
+// Locations it was sent to and the last answer.
+func (b *client) follow(path string) ([]string, page) {
+	b.t.Helper()
+	var to []string
+	p := b.get(path)
+	for p.status/100 == 3 && len(to) < 5 {
+		to = append(to, p.header.Get("Location"))
+		p = b.get(to[len(to)-1])
+	}
+	return to, p
+}
+
+// TestTheConsolesRootKeepsItsQuery: a link to the console's root with a query (/ui?find=ID,
+// /ui?state=...&pool=...) is sent on to /ui/ and then to the Nodes page with its query
+// kept, so it opens the node, or the nodes filtered, as it asked. Before, both redirects
+// dropped the query, and every such link opened the whole list of nodes.
+func TestTheConsolesRootKeepsItsQuery(t *testing.T) {
+	reg, acme, acmeNode, _ := twoTenants(t)
+	b := newClient(t, reg)
+	b.signIn(acme)
+	find := "find=" + acmeNode.ID
+	to, p := b.follow("/ui?" + find)
+	if want := []string{"/ui/?" + find, "/ui/nodes?" + find, "/ui/nodes/" + acmeNode.ID}; !slices.Equal(to, want) ||
+		p.status != http.StatusOK || !strings.Contains(p.body, "52:54:00:aa:00:01") {
+		t.Errorf("/ui?%s was sent to %q, want %q, and answered %d\n%s", find, to, want, p.status, p.body)
+	}
+	filter := "state=failed&pool=gpu"
+	to, p = b.follow("/ui?" + filter)
+	if want := []string{"/ui/?" + filter, "/ui/nodes?" + filter}; !slices.Equal(to, want) ||
+		p.status != http.StatusOK || !strings.Contains(p.body, "No node matches the filters") || strings.Contains(p.body, acmeNode.ID) {
+		t.Errorf("/ui?%s was sent to %q, want %q, and answered %d\n%s", filter, to, want, p.status, p.body)
 	}
 }
 
