@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -441,6 +442,60 @@ func TestPagesAreTheAPIsAnswers(t *testing.T) {
 	}
 	if p := admin.get("/ui/nodes?state=sleeping"); p.status != http.StatusBadRequest || !strings.Contains(p.body, "INVALID_INPUT") {
 		t.Errorf("a state metal.list does not know: %d\n%s", p.status, p.body)
+	}
+}
+
+var siteCard = regexp.MustCompile(`<section class="card site" id="site-([^"]+)">`)
+
+// TestSitesPageIsPaged: with more sites than a page, made through the API, the Sites
+// page shows the first 100 by name and a Next page link, and the pages it links show
+// each site once, in order, the last one too; a cursor no page gave is the API's
+// INVALID_INPUT at cursor. Before, the page asked sites.list for the
+// first 100 and showed no link: the 101st site was on no page of the console.
+func TestSitesPageIsPaged(t *testing.T) {
+	const made = 101 // one more than the page the console asks for
+	reg := testkit.StartRegistry(t, "")
+	cfg, err := api.LoadClientConfig(reg.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiClient, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range made {
+		var site api.Site
+		if err := apiClient.Call(t.Context(), "sites.create", api.CreateSiteRequest{Name: fmt.Sprintf("rack-%03d", i)}, &site); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, site.ID)
+	}
+	admin := newClient(t, reg)
+	admin.signIn(reg.AdminConfig)
+	var shown []int
+	var got []string
+	for path := "/ui/sites"; path != "" && len(shown) <= made; {
+		p := admin.get(path)
+		if p.status != http.StatusOK {
+			t.Fatalf("%s: %d\n%s", path, p.status, p.body)
+		}
+		cards := siteCard.FindAllStringSubmatch(p.body, -1)
+		shown = append(shown, len(cards))
+		for _, m := range cards {
+			got = append(got, m[1])
+		}
+		path = ""
+		if m := nextLink.FindStringSubmatch(p.body); m != nil {
+			path = html.UnescapeString(m[1])
+		}
+	}
+	if !slices.Equal(got, want) || len(shown) == 0 || shown[0] != made-1 {
+		t.Errorf("the Sites pages show %v sites, %d in all, last %q; want the %d made, %d on the first page, last %q",
+			shown, len(got), got[max(len(got)-1, 0):], made, made-1, want[made-1])
+	}
+	if p := admin.get("/ui/sites?cursor=%21"); p.status != http.StatusBadRequest || !strings.Contains(p.body, "INVALID_INPUT") || !strings.Contains(p.body, "at cursor") {
+		t.Errorf("a cursor no page gave: %d\n%s", p.status, p.body)
 	}
 }
 

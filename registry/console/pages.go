@@ -145,21 +145,24 @@ type siteData struct {
 	Err    *proto.Error
 }
 
-// sitesData is the sites page: each site, and the requests each offers.
+// sitesData is the sites page: a page of the sites, the requests each offers, and the
+// cursor of the next page, empty when there is none.
 type sitesData struct {
-	Sites   []siteData
-	Actions []action
+	Sites      []siteData
+	Actions    []action
+	NextCursor string
 }
 
-// sites lists the sites (the platform's: the API answers only root-tenant credentials)
-// with each one's agent, cache, and the images of its cache plan it failed to pull.
+// sites lists a page of the sites (the platform's: the API answers only root-tenant
+// credentials), those after ?cursor=, with each one's agent, cache, and the images of
+// its cache plan it failed to pull.
 func (c *Console) sites(w http.ResponseWriter, r *http.Request, s *session) {
 	var list api.SiteList
-	if err := c.call(r.Context(), s, "sites.list", api.ListRequest{Limit: pageSize}, &list); err != nil {
+	if err := c.call(r.Context(), s, "sites.list", api.ListRequest{Limit: pageSize, Cursor: r.URL.Query().Get("cursor")}, &list); err != nil {
 		c.refused(w, r, s, "Sites", err)
 		return
 	}
-	out := sitesData{Actions: siteRequests.Actions}
+	out := sitesData{Actions: siteRequests.Actions, NextCursor: list.NextCursor}
 	for _, site := range list.Sites {
 		d := siteData{Site: site}
 		var inv api.SiteInventory
