@@ -92,12 +92,11 @@ func TestJoinedElsewhereWithALongKubeconfigLine(t *testing.T) {
 // whose kubeadm package is 1.30 the unit is refused before anything changes, INVALID_CONFIG
 // at kubernetesVersion, naming the version to set, and kubeadm is not run; with
 // kubernetesVersion set as it says, the host joins (v1beta3). Before, kubeadm ran and
-// failed, and the unit reported kubeadm's last line, all of its output a failure keeps,
-// which real kubeadm prints after its error whatever it is: how to see a stack trace.
+// failed on the file, with an error that does not name the setting to change.
 func TestAKubeadmOlderThan131AsksForKubernetesVersion(t *testing.T) {
 	h := newFakeHost(t, gpuHost("kubelet=1.30.4-1.1", "kubeadm=1.30.4-1.1"), nil)
-	// kubeadm 1.30's answer to a v1beta4 file, as a failure reports it: its last line.
-	h.answer(kubeadmJoin, reply{err: "exit status 1: To see the stack trace of this error execute with --v=5 or higher"})
+	// kubeadm 1.30's answer to a v1beta4 file, as the exec runner reports it.
+	h.answer(kubeadmJoin, reply{err: `exit status 1: no kind "JoinConfiguration" is registered for version "kubeadm.k8s.io/v1beta4" in scheme "k8s.io/kubernetes/cmd/kubeadm/app/apis/kubeadm/scheme/scheme.go:31"`})
 	c := &Converger{Root: h.root, Runner: h, Secrets: secrets{"secret://k8s/bootstrap": joinToken}}
 	unit := strings.Replace(joinUnit, `"kubernetesVersion": "v1.34", `, "", 1)
 	results := c.Converge(context.Background(), Spec{Units: []Unit{{Name: "k8s-join", Settings: []byte(unit)}}})
@@ -179,6 +178,72 @@ func TestKubeadmJoinTokenOnNoCommandLine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAFailedKubeadmJoinReportsItsError: a kubeadm join that fails, here a script
+// standing in for kubeadm, run by the exec runner, fails the unit with kubeadm's error,
+// not the stack trace hint kubeadm closes every failure with, and no part of the secret
+// half of the token is in the unit's message or bcd's log, whether kubeadm printed the
+// configuration that carries it or a line too long to keep whole, whose bound falls inside
+// the token. Before, the message was "kubeadm join 10.0.0.1:6443: exit status 1: To see
+// the stack trace of this error execute with --v=5 or higher".
+func TestAFailedKubeadmJoinReportsItsError(t *testing.T) {
+	const (
+		refused = "error execution phase preflight: couldn't validate the identity of the API Server: " +
+			"failed to request the cluster-info ConfigMap: dial tcp 10.0.0.1:6443: connect: connection refused"
+		hint  = "To see the stack trace of this error execute with --v=5 or higher"
+		words = "the bootstrap token"
+	)
+	// pad puts the token of a line "pad words token" across the error's bound, 2 KiB.
+	pad := strings.Repeat("x ", (2<<10-len(words)-len(joinToken)/2)/2)
+	for name, tc := range map[string]struct {
+		stderr string // a shell word; $token is the token, $config the configuration
+		want   string
+	}{
+		"its configuration, then its error": {
+			stderr: `"I1207 22:06:06.123456    4321 join.go:1] the configuration: $config` + "\n" + refused + "\n" + hint + `"`,
+			want:   `kubeadm join 10.0.0.1:6443: exit status 1: I1207 22:06:06.123456    4321 join.go:1] the configuration: {"apiVersion":"kubeadm.k8s.io/v1beta4",` + `"kind":"JoinConfiguration","discovery":{"bootstrapToken":{"apiServerEndpoint":"10.0.0.1:6443","token":"<token>","caCertHashes":["sha256:` + strings.Repeat("ab", 32) + `"]}}}; ` + refused,
+		},
+		"a line too long, the token at its bound": {
+			stderr: `"` + refused + "\n" + pad + words + ` $token is not valid"`,
+			want:   "kubeadm join 10.0.0.1:6443: exit status 1: …; " + pad + words + " …",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newFakeHost(t, gpuHost("kubelet=1.34.1-1.1", "kubeadm=1.34.1-1.1"), nil)
+			tools := t.TempDir()
+			kubeadm := "#!/bin/sh\n" +
+				"config=$(cat '" + h.root + "'\"$3\")\n" +
+				`token=$(echo "$config" | sed -n 's/.*"token":"\([^"]*\)".*/\1/p')` + "\n" +
+				"echo '[preflight] Running pre-flight checks'\n" +
+				"echo " + tc.stderr + " >&2\n" +
+				"exit 1\n"
+			if err := os.WriteFile(filepath.Join(tools, "kubeadm"), []byte(kubeadm), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var log bytes.Buffer
+			c := &Converger{Root: h.root, Runner: toolsIn(tools), Secrets: secrets{"secret://k8s/bootstrap": joinToken},
+				Log: slog.New(slog.NewTextHandler(&log, nil))}
+			results := c.Converge(context.Background(), Spec{Units: []Unit{{Name: "k8s-join", Settings: []byte(joinUnit)}}})
+			if len(results) != 1 || results[0].Status != Failed || results[0].Code != proto.DriverError {
+				t.Fatalf("results %+v, want the unit failed DRIVER_ERROR", results)
+			}
+			if diff := cmp.Diff(tc.want, results[0].Message); diff != "" {
+				t.Errorf("message (-want +got):\n%s", diff)
+			}
+			if secret := joinToken[:len("abcdef.")+1]; strings.Contains(results[0].Message+log.String(), secret) {
+				t.Errorf("the secret half of the token is in the message or the log:\n%s\n%s", results[0].Message, log.String())
+			}
+		})
+	}
+}
+
+// toolsIn runs the host's programs from a directory of scripts standing in for them,
+// through the exec runner.
+type toolsIn string
+
+func (d toolsIn) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return ExecRunner{}.Run(ctx, filepath.Join(string(d), name), args...)
 }
 
 // TestAJoinConfigurationAKilledBcdLeftIsRemoved: a bcd killed while kubeadm join ran left

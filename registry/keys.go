@@ -69,9 +69,7 @@ func loadKeys(cfg Config, st *store.Store) (keys, error) {
 	if _, err := fsutil.RemoveTemps(cfg.DataDir); err != nil {
 		return keys{}, fmt.Errorf("remove what an interrupted write left in %s: %w", cfg.DataDir, err)
 	}
-	_, statErr := os.Stat(cfg.KEKFile)
-	created := !have && errors.Is(statErr, fs.ErrNotExist)
-	kek, err := pki.LoadOrCreateKEK(cfg.KEKFile, !have)
+	kek, created, err := pki.LoadOrCreateKEK(cfg.KEKFile, !have)
 	if errors.Is(err, fs.ErrNotExist) {
 		return keys{}, proto.Errorf(proto.InvalidConfig, "the store holds the registry's keys sealed with key-encryption key %s, and %s does not exist: copy the key-encryption key file of a registry that runs on this store there (mode 0600)", sealed.KEK, cfg.KEKFile).WithPath("--kek-file")
 	}

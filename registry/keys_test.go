@@ -176,6 +176,42 @@ func TestSealedKeysRefusedWithoutTheirKEK(t *testing.T) {
 	}
 }
 
+// TestAFirstStartRefusesAnothersFileAtKEKFile: the first start of a store, whose
+// --kek-file names a file it did not make, reads that file as the KEK and refuses one that
+// is not a KEK file INVALID_CONFIG at --kek-file, leaving it as it was and sealing nothing:
+// a start with a KEK file of its own making then seals the keys.
+func TestAFirstStartRefusesAnothersFileAtKEKFile(t *testing.T) {
+	for name, c := range map[string]struct {
+		content string
+		want    string
+	}{
+		"another's notes": {"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI operator@host\n", "is not a key-encryption key"},
+		"an empty file":   {"", "is not a key-encryption key"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir, kek := filepath.Join(t.TempDir(), "data"), filepath.Join(t.TempDir(), "kek")
+			testkit.WriteFile(t, kek, []byte(c.content), 0o600)
+			_, err := New(Config{DataDir: dir, KEKFile: kek, Listen: "127.0.0.1:0", AgentListen: "127.0.0.1:0", Log: slog.New(slog.DiscardHandler)})
+			if pe, _ := err.(*proto.Error); pe == nil || pe.Code != proto.InvalidConfig || pe.Details.Path != "--kek-file" || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("New: %#v, want INVALID_CONFIG at --kek-file saying %q", err, c.want)
+			}
+			if got, err := os.ReadFile(kek); err != nil || string(got) != c.content {
+				t.Errorf("the file at --kek-file is now %q, %v; want it left as it was", got, err)
+			}
+			if entries, _ := os.ReadDir(filepath.Dir(kek)); len(entries) != 1 {
+				t.Errorf("beside the file at --kek-file: %v, want it alone", entries)
+			}
+			if entries, _ := os.ReadDir(filepath.Join(dir, pki.Dir)); len(entries) > 0 {
+				t.Errorf("keys were written to the data directory: %v", entries)
+			}
+			own := filepath.Join(t.TempDir(), "kek")
+			if r := newTestRegistry(t, Config{DataDir: dir, KEKFile: own}); !r.Info().KEKMade {
+				t.Errorf("a start with a KEK file of its own making says it did not make it")
+			}
+		})
+	}
+}
+
 // TestKEKSealsTheDataDirectorysKeys: a registry that ran without a KEK, started with
 // one, seals the keys of its data directory: its pins stay, the secrets sealed before
 // still open, and the agent endpoint's keys the store kept in the clear are gone.

@@ -23,7 +23,7 @@ func TestExecRunner(t *testing.T) {
 		code    proto.Code
 	}{
 		"output":           {script: "echo out; echo noise >&2", out: "out\n"},
-		"failure":          {script: "echo partial; echo first >&2; echo the reason >&2; exit 3", out: "partial\n", err: ": exit status 3: the reason", code: proto.DriverError},
+		"failure":          {script: "echo partial; echo first >&2; echo the reason >&2; exit 3", out: "partial\n", err: ": exit status 3: first; the reason", code: proto.DriverError},
 		"environment":      {script: `echo "$LC_ALL $DEBIAN_FRONTEND"`, out: "C noninteractive\n"},
 		"out of time":      {script: "sleep 5", timeout: 50 * time.Millisecond, err: "the unit ran out of time", code: proto.Timeout},
 		"missing programs": {script: "exec /nonexistent/x", err: "exit status 127", code: proto.DriverError},

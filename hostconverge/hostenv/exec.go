@@ -23,8 +23,8 @@ var execEnv = []string{
 }
 
 // Run runs name with args and returns its standard output, of which more than
-// maxOutput is kept as its head and tail (clipped); an error carries the last line of
-// its standard error. The program and its process group are killed when ctx ends.
+// maxOutput is kept as its head and tail (clipped); an error carries the end of its
+// standard error (errorText). The program and its process group are killed when ctx ends.
 func (ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = execEnv
@@ -36,8 +36,8 @@ func (ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte,
 	var stdout, stderr clipped
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		if last := lastLine(string(stderr.Bytes())); last != "" {
-			return stdout.Bytes(), fmt.Errorf("%w: %s", err, last)
+		if text := errorText(string(stderr.Bytes())); text != "" {
+			return stdout.Bytes(), fmt.Errorf("%w: %s", err, text)
 		}
 		return stdout.Bytes(), err
 	}
@@ -86,14 +86,58 @@ func (c *clipped) Bytes() []byte {
 	return append(append(out, c.tail[c.next:]...), c.tail[:c.next]...)
 }
 
-// lastLine returns the last non-blank line of s, at most 512 bytes of it.
-func lastLine(s string) string {
-	s = strings.TrimRight(s, " \t\r\n")
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
+// maxErrorText bounds what of a failed program's standard error its error carries: a
+// failure's error and the lines that explain it (kubeadm's preflight errors, one a line)
+// fit in it, and a unit's message, which the node's report and bcd's log carry, stays
+// small whatever the program printed. errorWindow is the end of standard error read for
+// it, so that blank lines without end are not read back to the cut of a clipped output.
+const (
+	maxErrorText = 2 << 10
+	errorWindow  = 4 * maxErrorText
+)
+
+// stackTraceHint is the line kubeadm prints after the error of every failure; it says
+// nothing of the failure, so an error leaves it out.
+const stackTraceHint = "To see the stack trace of this error execute with --v=5 or higher"
+
+// errorText is what a failed program's error carries of its standard error: its last
+// whole lines, trimmed, blank ones and stackTraceHint left out, joined by "; ", as many as
+// fit in maxErrorText, after "…" when anything before them was left out. A last line
+// longer than that keeps the words that fit, and " …". No word is kept in part: a secret
+// the program printed (a configuration it echoed) is whole, where the caller's redaction
+// finds it, or not there at all.
+func errorText(stderr string) string {
+	cut := false
+	if len(stderr) > errorWindow {
+		window := stderr[len(stderr)-errorWindow:]
+		_, stderr, _ = strings.Cut(window, "\n")
+		cut = true
 	}
-	if len(s) > 512 {
-		s = s[:512] + "..."
+	lines := strings.Split(stderr, "\n")
+	var kept []string
+	size := 0
+	for i := len(lines) - 1; i >= 0; i-- {
+		line := strings.TrimSpace(lines[i])
+		if line == "" || line == stackTraceHint {
+			continue
+		}
+		if size+len(line) <= maxErrorText {
+			kept, size = append(kept, line), size+len(line)+len("; ")
+			continue
+		}
+		if len(kept) > 0 {
+			cut = true
+		} else if j := strings.LastIndexAny(line[:maxErrorText+1], " \t"); j > 0 {
+			kept = append(kept, strings.TrimSpace(line[:j])+" …")
+			cut = cut || strings.TrimSpace(strings.Join(lines[:i], "")) != ""
+		} else {
+			cut = true
+		}
+		break
 	}
-	return strings.TrimSpace(s)
+	if cut {
+		kept = append(kept, "…")
+	}
+	slices.Reverse(kept)
+	return strings.Join(kept, "; ")
 }

@@ -144,8 +144,8 @@ func beforeV1beta4(version string) bool {
 // checkKubeadmReadsV1beta4 refuses to join with a unit that names no kubernetesVersion,
 // whose JoinConfiguration is v1beta4, on a host whose kubeadm package is older than 1.31:
 // that kubeadm fails on the file (no kind "JoinConfiguration" is registered for version
-// "kubeadm.k8s.io/v1beta4"), and its last line, which is all of its output a failure
-// reports, says only how to see a stack trace. A kubeadm that is no package of the host's
+// "kubeadm.k8s.io/v1beta4"), an error that does not say which setting to change. A
+// kubeadm that is no package of the host's
 // (none where dpkg's status file is not, on any distribution) is left to run.
 func checkKubeadmReadsV1beta4(p *hostenv.Pass, want string) error {
 	if want != "" {

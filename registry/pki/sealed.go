@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/registry/seal"
@@ -45,9 +47,15 @@ func newKEK(key []byte) (*KEK, error) {
 
 // LoadKEK reads the KEK file at path. The file must be a regular file that no one but its
 // owner can read or write (mode 0600 or stricter): the KEK opens every key of the
-// registry.
+// registry. It is opened once and what is checked is the open file, so the file read is
+// the one checked; the open does not wait, so a FIFO there is refused, not waited on.
 func LoadKEK(path string) (*KEK, error) {
-	st, err := os.Stat(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +65,7 @@ func LoadKEK(path string) (*KEK, error) {
 	if perm := st.Mode().Perm(); perm&0o077 != 0 {
 		return nil, fmt.Errorf("the key-encryption key %s has mode %04o, so its group or others can read or change it; it opens every key of the registry: run `chmod 600 %s`", path, perm, path)
 	}
-	data, err := os.ReadFile(path)
+	data, err := io.ReadAll(f)
 	if err != nil {
 		return nil, err
 	}
@@ -82,13 +90,20 @@ func CreateKEK(path string) (*KEK, error) {
 }
 
 // LoadOrCreateKEK reads the KEK file at path, or makes it when it does not exist and
-// create is true.
-func LoadOrCreateKEK(path string, create bool) (*KEK, error) {
-	k, err := LoadKEK(path)
-	if create && errors.Is(err, fs.ErrNotExist) {
-		return CreateKEK(path)
+// create is true; created is true when this call made it. Whether it did is decided by
+// the exclusive write of CreateKEK alone: a file another made after the read found none is
+// read as one that was there, not taken as this call's.
+func LoadOrCreateKEK(path string, create bool) (kek *KEK, created bool, err error) {
+	kek, err = LoadKEK(path)
+	if !create || !errors.Is(err, fs.ErrNotExist) {
+		return kek, false, err
 	}
-	return k, err
+	kek, err = CreateKEK(path)
+	if errors.Is(err, fs.ErrExist) {
+		kek, err = LoadKEK(path)
+		return kek, false, err
+	}
+	return kek, err == nil, err
 }
 
 // Sealed is the registry's keys sealed with a KEK: what the store keeps.

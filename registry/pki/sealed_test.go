@@ -3,10 +3,14 @@ package pki
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/better-compute/better-compute/clock"
@@ -66,6 +70,61 @@ func TestSealOpen(t *testing.T) {
 	}
 	if _, err := CreateKEK(filepath.Join(dir, "kek")); err == nil {
 		t.Errorf("CreateKEK replaced an existing KEK file")
+	}
+}
+
+// TestLoadOrCreateKEKMadeOnce: starts that find no KEK file at once all make it or read
+// it: exactly one says it made the file (mode 0600), the others read the file it made, and
+// none fails. A file another made after the read found none is no one else's to claim.
+// Before, a start decided it had made the file from a stat of its own before it read, and
+// one whose write found the file made meanwhile failed ("file exists").
+func TestLoadOrCreateKEKMadeOnce(t *testing.T) {
+	const rounds, starts = 20, 8
+	for round := range rounds {
+		path := filepath.Join(t.TempDir(), "kek")
+		var wg sync.WaitGroup
+		keks, created, errs := make([]*KEK, starts), make([]bool, starts), make([]error, starts)
+		for i := range starts {
+			wg.Go(func() { keks[i], created[i], errs[i] = LoadOrCreateKEK(path, true) })
+		}
+		wg.Wait()
+		made := 0
+		for i := range starts {
+			if errs[i] != nil {
+				t.Fatalf("round %d, start %d: %v", round, i, errs[i])
+			}
+			if created[i] {
+				made++
+			}
+			if keks[i].ID() != keks[0].ID() {
+				t.Errorf("round %d: start %d has KEK %s, start 0 %s", round, i, keks[i].ID(), keks[0].ID())
+			}
+		}
+		if made != 1 {
+			t.Errorf("round %d: %d starts say they made the KEK file, want 1", round, made)
+		}
+		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("round %d: the KEK file: %v, %v, want mode 0600", round, st, err)
+		}
+	}
+	if _, created, err := LoadOrCreateKEK(filepath.Join(t.TempDir(), "missing"), false); !errors.Is(err, fs.ErrNotExist) || created {
+		t.Errorf("no KEK file, not to be made: %v, created %v; want it not to exist", err, created)
+	}
+}
+
+// TestLoadKEKOpensOnce: the KEK file is checked and read through one open: a FIFO at its
+// path is refused as no regular file rather than waited on for a writer, and a KEK file
+// is read as it was checked.
+func TestLoadKEKOpensOnce(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "kek")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKEK(fifo); err == nil || !strings.Contains(err.Error(), "is not a regular file") {
+		t.Errorf("a FIFO: %v, want it refused as no regular file", err)
+	}
+	if _, created, err := LoadOrCreateKEK(fifo, true); err == nil || created {
+		t.Errorf("a FIFO where a KEK file is to be made: %v, created %v; want it refused", err, created)
 	}
 }
 
