@@ -90,6 +90,10 @@ type busyFleet struct {
 	minted sync.Map
 	// credentials are the ids of the tenants' credentials populate made.
 	credentials map[string]string
+	// keepAlive is the period of its agents' pings (session.Config.KeepAlive), which
+	// bounds their sessions' silence at four periods; 200 ms, to find a session gone
+	// soon, when zero. Set it before the first agent starts.
+	keepAlive time.Duration
 }
 
 // startBusyFleet starts a registry with a site rack-a (its image sources
@@ -368,7 +372,7 @@ func (a *fleetAgent) start() *session.Agent {
 			return nil
 		},
 		Backoff:   session.Backoff{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond},
-		KeepAlive: 200 * time.Millisecond,
+		KeepAlive: cmp.Or(a.f.keepAlive, 200*time.Millisecond),
 		Log:       cmp.Or(a.log, slog.New(slog.DiscardHandler)),
 	})
 	if err != nil {
