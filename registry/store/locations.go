@@ -116,11 +116,12 @@ func (t *Tx) ImageLocation(site, imageID string) (ImageLocation, error) {
 // order (by digest, then source) and, for each, the images of its digest in the index's
 // order (by tenant, then id), keeping those of its source: every image of any tenant
 // located there, once. The cursor names the location and image the page ended at, so
-// a page reads from there: the locations it visits (each locates an image, so at most
-// one for each it answers and one more), the images it answers and the one after them,
-// and the images of a visited digest from another source, which it skips. A cursor of
-// another form (another site's, or the image id the list once paged by) is
-// INVALID_INPUT at cursor.
+// a page reads from there: the locations it visits (each locates an image of its
+// source, so at most two more than it answers: the one it resumes, the one after), the
+// images it answers and the one after them, and the images of a visited digest from
+// another source, which it skips (a tenant holds at most image.MaxImagesPerDigest of a
+// digest). A cursor of another form (another site's, one cut short, or the image id
+// the list once paged by) is INVALID_INPUT at cursor.
 func (t *Tx) ImageLocationsPage(site string, p Page) ([]ImageLocation, string, error) {
 	prefix := []byte(site + "\x00")
 	from, afterImage := prefix, []byte(nil)
