@@ -151,7 +151,7 @@ var siteCommands = []command{{
 	long: "the images the site's caches hold, by state (`pulling`, `ready`, `failed`, `evicting`), as " +
 		"its site agent reports them, with their last use (`-` for never) and, for a failed one, the reason its cache gave: " +
 		"`source-not-allowed` with the REFUSED HOST its fetch was refused at (also an image whose digest is ready for another image's source " +
-		"while its own source was refused), `capacity`, or `-` (the site agent's log says why), by image id, a page at a time (docs/site.md)",
+		"while its own source was refused), `capacity`, or `-` (the site agent's log says why), by digest, then source, then tenant and image id, a page at a time (docs/images.md)",
 	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		cursor := fs.String("cursor", "", "resume after a previous page")

@@ -209,7 +209,7 @@ func TestSitesKnownMACs(t *testing.T) {
 }
 
 // TestSitesLocationsPage: `sites locations` shows a page of the site's images at a time,
-// by image id, with the --cursor of the next while more follow, in the table and as
+// by digest, with the --cursor of the next while more follow, in the table and as
 // JSON (nextCursor); --cursor resumes after it. Before, it showed the whole list.
 func TestSitesLocationsPage(t *testing.T) {
 	reg := testkit.StartRegistry(t, "")

@@ -14,7 +14,8 @@ import (
 // TestSiteLocationsPage: sites.locations answers a site's locations a page at a time, as
 // the other lists do: of store.MaxPage+1 locations at rack-a, the first page holds
 // store.MaxPage and a cursor, the next the last one and none, every location once in
-// image id order and none of rack-b's; a limit out of range is INVALID_INPUT at limit.
+// the order of their digests and none of rack-b's; a limit out of range is INVALID_INPUT
+// at limit, and so is the cursor an earlier release gave, an image id, at cursor.
 // Before, it answered the site's whole list at once, however long.
 func TestSiteLocationsPage(t *testing.T) {
 	st, s := serve(t)
@@ -64,10 +65,14 @@ func TestSiteLocationsPage(t *testing.T) {
 		req.Cursor = out.NextCursor
 	}
 	if !slices.Equal(sizes, []int{store.MaxPage, 1}) || !slices.Equal(got, want) {
-		t.Errorf("pages of %v locations, %d in all; want pages of [%d 1], the %d locations at rack-a each once by image id", sizes, len(got), store.MaxPage, len(want))
+		t.Errorf("pages of %v locations, %d in all; want pages of [%d 1], the %d locations at rack-a each once by digest", sizes, len(got), store.MaxPage, len(want))
 	}
 	err := c.Call(context.Background(), "sites.locations", SiteLocationsRequest{SiteID: "rack-a", ListRequest: ListRequest{Limit: store.MaxPage + 1}}, &SiteLocations{})
 	if proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != "limit" {
 		t.Errorf("a limit of %d: %v, want INVALID_INPUT at limit", store.MaxPage+1, err)
+	}
+	err = c.Call(context.Background(), "sites.locations", SiteLocationsRequest{SiteID: "rack-a", ListRequest: ListRequest{Cursor: store.EncodeCursor([]byte(want[0]))}}, &SiteLocations{})
+	if proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != "cursor" {
+		t.Errorf("the cursor of a listing by image id: %v, want INVALID_INPUT at cursor", err)
 	}
 }

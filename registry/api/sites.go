@@ -53,7 +53,8 @@ type SiteLocationsRequest struct {
 }
 
 // SiteLocations is the answer of sites.locations: one page of the images the site's
-// caches hold, by image id.
+// caches hold, by digest, then source, then tenant and image id
+// (store.Tx.ImageLocationsPage).
 type SiteLocations struct {
 	Locations  []ImageLocation `json:"locations"`
 	NextCursor string          `json:"nextCursor,omitempty"`

@@ -138,7 +138,7 @@ func TestKnownMACsPage(t *testing.T) {
 }
 
 // TestSitesPageShowsAPageOfTheCache: a site whose cache holds more images than a page
-// shows the first page on the Sites page, by image id, and the `sites locations`
+// shows the first page on the Sites page, by digest, and the `sites locations`
 // command with the cursor that lists the next. Before, the page asked for the site's
 // whole list at once, and showed it.
 func TestSitesPageShowsAPageOfTheCache(t *testing.T) {
@@ -154,7 +154,7 @@ func TestSitesPageShowsAPageOfTheCache(t *testing.T) {
 		shown = append(shown, m[1])
 	}
 	if p.status != http.StatusOK || !slices.Equal(shown, ids[:held-1]) || !strings.Contains(p.body, "<code>sites locations rack-a --cursor ") {
-		t.Errorf("the Sites page (%d) shows %d of the %d images rack-a's cache holds, want the first %d by id and the command that lists the next:\n%s", p.status, len(shown), held, held-1, p.body)
+		t.Errorf("the Sites page (%d) shows %d of the %d images rack-a's cache holds, want the first %d by digest and the command that lists the next:\n%s", p.status, len(shown), held, held-1, p.body)
 	}
 }
 

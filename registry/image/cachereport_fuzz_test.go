@@ -87,7 +87,7 @@ func byDigest(entries []proto.ImageCacheEntry) map[string]string {
 // checkLocations checks that every location at rack-1 is of a catalog image an entry of
 // reports names, by digest and the image's own source, ready only when one holds it ready.
 func checkLocations(t *testing.T, tx *store.Tx, reports []store.SiteCacheReport) {
-	locs, err := tx.ImageLocations("rack-1")
+	locs, err := storetest.ImageLocations(tx, "rack-1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func (f *siteFixture) locations(t *testing.T) map[string]string {
 	}
 	out := map[string]string{}
 	f.st.View(func(tx *store.Tx) error {
-		locs, err := tx.ImageLocations("rack-1")
+		locs, err := storetest.ImageLocations(tx, "rack-1")
 		if err != nil {
 			t.Fatal(err)
 		}

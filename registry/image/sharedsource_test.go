@@ -129,7 +129,7 @@ func TestASitesReportWritesOnlyTheLocationsItChanges(t *testing.T) {
 			}
 			var n int
 			f.st.View(func(tx *store.Tx) error {
-				locs, err := tx.ImageLocations("rack-1")
+				locs, err := storetest.ImageLocations(tx, "rack-1")
 				n = len(locs)
 				return err
 			})
@@ -169,7 +169,7 @@ func TestAReportOfADigestOfThousandsOfImagesIsRecorded(t *testing.T) {
 					t.Fatalf("a report of a %s, %d images of its digest and source: %v", state, want, err)
 				}
 				var locs []store.ImageLocation
-				f.st.View(func(tx *store.Tx) (err error) { locs, err = tx.ImageLocations("rack-1"); return err })
+				f.st.View(func(tx *store.Tx) (err error) { locs, err = storetest.ImageLocations(tx, "rack-1"); return err })
 				if len(locs) != want || slices.ContainsFunc(locs, func(l store.ImageLocation) bool { return l.State != state || l.Digest != digest("a") }) {
 					t.Errorf("after a report of a %s: %d locations (the first %+v); want %d, each of a's digest %s", state, len(locs), locs[:min(1, len(locs))], want, state)
 				}

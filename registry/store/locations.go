@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -112,36 +111,59 @@ func (t *Tx) ImageLocation(site, imageID string) (ImageLocation, error) {
 	return loc.of(img), err
 }
 
-// ImageLocations returns the location of every image at a site, ordered by image id:
-// each location, once for each image of its digest and source, any tenant's.
-func (t *Tx) ImageLocations(site string) ([]ImageLocation, error) {
-	locs, err := t.SiteLocations(site)
-	if err != nil {
-		return nil, err
+// ImageLocationsPage returns one page of a site's ImageLocations and the cursor of the
+// next page (empty at the end): sites.locations. It walks the site's locations in key
+// order (by digest, then source) and, for each, the images of its digest in the index's
+// order (by tenant, then id), keeping those of its source: every image of any tenant
+// located there, once. The cursor names the location and image the page ended at, so
+// a page reads from there: the locations it visits (each locates an image of its
+// source, so at most two more than it answers: the one it resumes, the one after), the
+// images it answers and the one after them, and the images of a visited digest from
+// another source, which it skips (a tenant holds at most image.MaxImagesPerDigest of a
+// digest). A cursor of another form (another site's, one cut short, or the image id
+// the list once paged by) is INVALID_INPUT at cursor.
+func (t *Tx) ImageLocationsPage(site string, p Page) ([]ImageLocation, string, error) {
+	prefix := []byte(site + "\x00")
+	from, afterImage := prefix, []byte(nil)
+	if p.Cursor != "" {
+		key, err := DecodeCursor(p.Cursor, prefix)
+		if err != nil {
+			return nil, "", err
+		}
+		// The cursor is a location's key, NUL, then its image's key under the digest
+		// (tenant NUL id): the last two NULs part them.
+		rest := key[len(prefix):]
+		tenant := bytes.LastIndexByte(rest[:max(bytes.LastIndexByte(rest, 0), 0)], 0)
+		if tenant <= 0 {
+			return nil, "", errForeignCursor()
+		}
+		from, afterImage = key[:len(prefix)+tenant], rest[tenant+1:]
 	}
 	var out []ImageLocation
-	for _, loc := range locs {
-		imgs, err := t.ImagesByDigest(loc.Digest)
-		if err != nil {
-			return nil, err
+	var last []byte
+	c := t.kv.cursor(bucketSiteLocations)
+	for k, v := c.Seek(from); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		var loc SiteLocation
+		if err := decode(bucketSiteLocations, k, v, &loc); err != nil {
+			return nil, "", err
 		}
-		for _, img := range imgs {
-			if img.Source == loc.Source {
-				out = append(out, loc.of(img))
+		var after []byte
+		if bytes.Equal(k, from) {
+			after = afterImage
+		}
+		for imgs := t.seekIndex(bucketImageDigests, []byte(loc.Digest+"\x00"), after); imgs.key != nil; imgs.next() {
+			img, err := t.Image(string(afterLastNUL(imgs.key, nil)))
+			switch {
+			case err != nil:
+				return nil, "", err
+			case img.Source != loc.Source:
+				continue
+			case len(out) == p.limit():
+				return out, EncodeCursor(last), nil
 			}
+			out = append(out, loc.of(img))
+			last = append(append(append(last[:0], k...), 0), imgs.sortKey()...)
 		}
 	}
-	slices.SortFunc(out, func(a, b ImageLocation) int { return strings.Compare(a.ImageID, b.ImageID) })
-	return out, nil
-}
-
-// ImageLocationsPage returns one page of ImageLocations, ordered by image id, and the
-// cursor of the next page (empty at the end): sites.locations. A page reads the site's
-// locations and their images whole, as ImageLocations does: what it bounds is the answer.
-func (t *Tx) ImageLocationsPage(site string, p Page) ([]ImageLocation, string, error) {
-	locs, err := t.ImageLocations(site)
-	if err != nil {
-		return nil, "", err
-	}
-	return PageOf(locs, func(l ImageLocation) []byte { return []byte(l.ImageID) }, p)
+	return out, "", nil
 }

@@ -35,9 +35,14 @@ func EncodeCursor(key []byte) string { return base64.RawURLEncoding.EncodeToStri
 func DecodeCursor(cursor string, prefix []byte) ([]byte, error) {
 	key, err := base64.RawURLEncoding.DecodeString(cursor)
 	if err != nil || !bytes.HasPrefix(key, prefix) {
-		return nil, proto.Errorf(proto.InvalidInput, "cursor is not one this list returned; start again without it").WithPath("cursor")
+		return nil, errForeignCursor()
 	}
 	return key, nil
+}
+
+// errForeignCursor refuses a cursor that no page of the list returned.
+func errForeignCursor() error {
+	return proto.Errorf(proto.InvalidInput, "cursor is not one this list returned; start again without it").WithPath("cursor")
 }
 
 // PageOf is one page of items, sorted by key with each key once, as a scan pages a

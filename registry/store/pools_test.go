@@ -132,8 +132,8 @@ func TestImageLocationChecks(t *testing.T) {
 	})
 }
 
-// TestImageLocationsPage: a site's locations page by image id, a page at most its limit
-// and a cursor to the next while one follows, every location once over the pages, none
+// TestImageLocationsPage: the images of a site's location page by id, a page at most its
+// limit and a cursor to the next while one follows, every image once over the pages, none
 // of another site's (rack-10 beside rack-1); the last page offers no cursor.
 func TestImageLocationsPage(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open opener) {

@@ -7,7 +7,6 @@ package storetest
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
@@ -104,7 +103,7 @@ func Update(t testing.TB, st *store.Store, fn func(*store.Tx) error) {
 
 // Located registers n images of the root tenant in tx, each of its own digest, and
 // locates each ready at site, as a site cache's report does, and returns their ids in
-// the order sites.locations lists them.
+// the order sites.locations lists them: by digest, the order they were made in.
 func Located(tx *store.Tx, site string, n int) ([]string, error) {
 	var ids []string
 	for i := range n {
@@ -118,6 +117,21 @@ func Located(tx *store.Tx, site string, n int) ([]string, error) {
 		}
 		ids = append(ids, img.ID)
 	}
-	slices.Sort(ids)
 	return ids, nil
+}
+
+// ImageLocations is every location of an image at site in tx, as sites.locations lists
+// them page after page (store.Tx.ImageLocationsPage).
+func ImageLocations(tx *store.Tx, site string) ([]store.ImageLocation, error) {
+	var all []store.ImageLocation
+	for page := (store.Page{}); ; {
+		locs, next, err := tx.ImageLocationsPage(site, page)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, locs...)
+		if page.Cursor = next; next == "" {
+			return all, nil
+		}
+	}
 }
