@@ -114,6 +114,45 @@ func TestARamdiskSessionEndsWithItsRun(t *testing.T) {
 	}
 }
 
+// TestARamdiskTokenOfAnEndedRunIsRefusedAtJoin, as a host that read a ramdisk join
+// token from a boot script would try it: a deploy's boot.prepareRamdisk mints the token,
+// and the deploy succeeds without its ramdisk joining. Joining with the token afterwards
+// is FORBIDDEN, reason run-ended, at sealedToken, and leaves the token unused: no
+// certificate is minted. Before, the join succeeded and minted a certificate that its
+// first hello found ended. An operator's ramdisk token (tokens create --kind ramdisk,
+// minted by no run) still joins.
+func TestARamdiskTokenOfAnEndedRunIsRefusedAtJoin(t *testing.T) {
+	f, held, node, started := deployPrepareHeld(t, `{"id": "prep", "version": 1, "target": "metal", "steps": [{"use": "boot.prepareRamdisk"}]}`)
+	boot := preparedBoot(t, held)
+	held.free()
+	c := f.tenants["acme"]
+	var wf api.WorkflowView
+	if !f.wait("the deploy to end", func() bool {
+		var err error
+		wf, err = call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID})
+		return err == nil && wf.State != store.RunRunning
+	}) {
+		t.FailNow()
+	}
+	if wf.State != store.RunSucceeded {
+		t.Fatalf("the deploy: %s, failure %+v", wf.State, wf.Failure)
+	}
+	_, err := f.join(node.ID, "ramdisk", boot.Token)
+	if e := proto.AsError(err); e.Code != proto.Forbidden || e.Details.Reason != proto.ReasonRunEnded || e.Details.Path != "sealedToken" {
+		t.Errorf("a join with the ended deploy's ramdisk token: %v (%+v); want FORBIDDEN %s at sealedToken", err, e.Details, proto.ReasonRunEnded)
+	}
+	f.r.st.View(func(tx *store.Tx) error {
+		tok, err := tx.JoinTokenOf(boot.Token)
+		if err != nil || tok.Workflow != started.WorkflowID || !tok.UsedAt.IsZero() {
+			t.Errorf("the deploy's ramdisk token after the refused join: %+v, %v; want it the deploy's, unused", tok, err)
+		}
+		return nil
+	})
+	if _, err := f.join(node.ID, "ramdisk", f.mint("ramdisk", node.ID)); err != nil {
+		t.Errorf("a join with an operator's ramdisk token: %v", err)
+	}
+}
+
 // preparedBoot is the ramdisk boot the first boot.prepareRamdisk held ran prepared.
 func preparedBoot(t *testing.T, held *heldCommand) proto.PrepareRamdisk {
 	t.Helper()
