@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -38,14 +37,7 @@ func TestARamdiskOfAnEndedDeployIsRefused(t *testing.T) {
 	}
 	ramdisk := f.newAgent(node.ID, creds)
 	end := ramdisk.session(context.Background(), ramdisk.start())
-	c := f.tenants["acme"]
-	if !f.wait("the deploy to end", func() bool {
-		wf, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID})
-		return err == nil && wf.State != store.RunRunning
-	}) {
-		t.FailNow()
-	}
-	if wf, _ := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID}); wf.State != store.RunSucceeded {
+	if wf := f.ended(f.tenants["acme"], started.WorkflowID); wf.State != store.RunSucceeded {
 		t.Fatalf("the deploy its ramdisk joined: %s, failure %+v", wf.State, wf.Failure)
 	}
 	end()
@@ -94,14 +86,7 @@ func TestARamdiskSessionEndsWithItsRun(t *testing.T) {
 		t.FailNow()
 	}
 	held.free()
-	c := f.tenants["acme"]
-	if !f.wait("the deploy to end", func() bool {
-		wf, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID})
-		return err == nil && wf.State != store.RunRunning
-	}) {
-		t.FailNow()
-	}
-	if wf, _ := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID}); wf.State != store.RunSucceeded {
+	if wf := f.ended(f.tenants["acme"], started.WorkflowID); wf.State != store.RunSucceeded {
 		t.Fatalf("the deploy its ramdisk joined: %s, failure %+v", wf.State, wf.Failure)
 	}
 	if !f.wait("the session of the ended deploy's ramdisk to end", func() bool { return !f.r.plane.ep.Connected(node.ID, proto.RoleRamdisk) }) {
@@ -125,16 +110,7 @@ func TestARamdiskTokenOfAnEndedRunIsRefusedAtJoin(t *testing.T) {
 	f, held, node, started := deployPrepareHeld(t, `{"id": "prep", "version": 1, "target": "metal", "steps": [{"use": "boot.prepareRamdisk"}]}`)
 	boot := preparedBoot(t, held)
 	held.free()
-	c := f.tenants["acme"]
-	var wf api.WorkflowView
-	if !f.wait("the deploy to end", func() bool {
-		var err error
-		wf, err = call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID})
-		return err == nil && wf.State != store.RunRunning
-	}) {
-		t.FailNow()
-	}
-	if wf.State != store.RunSucceeded {
+	if wf := f.ended(f.tenants["acme"], started.WorkflowID); wf.State != store.RunSucceeded {
 		t.Fatalf("the deploy: %s, failure %+v", wf.State, wf.Failure)
 	}
 	_, err := f.join(node.ID, "ramdisk", boot.Token)
