@@ -60,7 +60,8 @@ const (
 	// run that minted the join token it joined with (AgentRun) is no longer the node's
 	// running one, nor a rescue that left its ramdisk running; one that names no run is
 	// taken only while a workflow runs on the node. The machine booted its installed OS,
-	// or another workflow boots a ramdisk of its own.
+	// or another workflow boots a ramdisk of its own. A join with a ramdisk token that
+	// run minted is refused so too, at sealedToken, the token left unused.
 	ReasonRunEnded = "run-ended"
 
 	// Images.

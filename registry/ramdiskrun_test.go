@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -26,11 +25,7 @@ import (
 func TestARamdiskOfAnEndedDeployIsRefused(t *testing.T) {
 	f, held, node, started := deployPrepareHeld(t, `{"id": "prep", "version": 1, "target": "metal", "steps": [{"use": "boot.prepareRamdisk"}, `+
 		`{"use": "wait.agentJoined", "with": {"role": "ramdisk"}, "timeout": "5m"}]}`)
-	var cmd proto.SiteCommand
-	var boot proto.PrepareRamdisk
-	if err := json.Unmarshal(held.ran()[0], &cmd); err != nil || json.Unmarshal(cmd.Input, &boot) != nil || boot.Token == "" {
-		t.Fatalf("boot.prepareRamdisk's command %s carries no join token: %v", held.ran()[0], err)
-	}
+	boot := preparedBoot(t, held)
 	held.free()
 	creds, err := f.join(node.ID, "ramdisk", boot.Token)
 	if err != nil {
@@ -42,14 +37,7 @@ func TestARamdiskOfAnEndedDeployIsRefused(t *testing.T) {
 	}
 	ramdisk := f.newAgent(node.ID, creds)
 	end := ramdisk.session(context.Background(), ramdisk.start())
-	c := f.tenants["acme"]
-	if !f.wait("the deploy to end", func() bool {
-		wf, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID})
-		return err == nil && wf.State != store.RunRunning
-	}) {
-		t.FailNow()
-	}
-	if wf, _ := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID}); wf.State != store.RunSucceeded {
+	if wf := f.ended(f.tenants["acme"], started.WorkflowID); wf.State != store.RunSucceeded {
 		t.Fatalf("the deploy its ramdisk joined: %s, failure %+v", wf.State, wf.Failure)
 	}
 	end()
@@ -73,4 +61,81 @@ func TestARamdiskOfAnEndedDeployIsRefused(t *testing.T) {
 	if f.r.plane.ep.Connected(node.ID, proto.RoleRamdisk) {
 		t.Error("the registry holds a session of the ended deploy's ramdisk")
 	}
+}
+
+// TestARamdiskSessionEndsWithItsRun, as the host holding a ramdisk's key would see it:
+// the ramdisk of a deploy joins with the token boot.prepareRamdisk minted and opens its
+// session over real QUIC, then says nothing more, while the deploy, whose last step
+// waits for it, succeeds. The commit that ends the deploy ends the session: the registry
+// closes it for good (CloseRevoked, the reason saying the run no longer runs) and holds
+// no session of the ramdisk. Before, the store told the endpoint only of a node whose
+// identity epoch moved or whose identity was revoked, and the session stayed registered
+// after its run ended until the ramdisk next said something.
+func TestARamdiskSessionEndsWithItsRun(t *testing.T) {
+	f, held, node, started := deployPrepareHeld(t, `{"id": "prep", "version": 1, "target": "metal", "steps": [{"use": "boot.prepareRamdisk"}, `+
+		`{"use": "wait.agentJoined", "with": {"role": "ramdisk"}, "timeout": "5m"}]}`)
+	creds, err := f.join(node.ID, "ramdisk", preparedBoot(t, held).Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closes := &refusals{from: slog.LevelError}
+	ramdisk := f.newAgent(node.ID, creds)
+	ramdisk.log = slog.New(closes)
+	defer ramdisk.session(context.Background(), ramdisk.start())()
+	if !f.wait("the ramdisk's session", func() bool { return f.r.plane.ep.Connected(node.ID, proto.RoleRamdisk) }) {
+		t.FailNow()
+	}
+	held.free()
+	if wf := f.ended(f.tenants["acme"], started.WorkflowID); wf.State != store.RunSucceeded {
+		t.Fatalf("the deploy its ramdisk joined: %s, failure %+v", wf.State, wf.Failure)
+	}
+	if !f.wait("the session of the ended deploy's ramdisk to end", func() bool { return !f.r.plane.ep.Connected(node.ID, proto.RoleRamdisk) }) {
+		t.Fatalf("the registry holds the session of the ramdisk of deploy %s, which ended; the ramdisk logged %q", started.WorkflowID, closes.reasons)
+	}
+	if !f.wait("the ramdisk told its session ended for good, its run ended", func() bool {
+		return closes.count("which no longer runs") > 0 && closes.count("refuses this agent's certificate for good") > 0
+	}) {
+		t.Errorf("the ramdisk logged %q", closes.reasons)
+	}
+}
+
+// TestARamdiskTokenOfAnEndedRunIsRefusedAtJoin, as a host that read a ramdisk join
+// token from a boot script would try it: a deploy's boot.prepareRamdisk mints the token,
+// and the deploy succeeds without its ramdisk joining. Joining with the token afterwards
+// is FORBIDDEN, reason run-ended, at sealedToken, and leaves the token unused: no
+// certificate is minted. Before, the join succeeded and minted a certificate that its
+// first hello found ended. An operator's ramdisk token (tokens create --kind ramdisk,
+// minted by no run) still joins.
+func TestARamdiskTokenOfAnEndedRunIsRefusedAtJoin(t *testing.T) {
+	f, held, node, started := deployPrepareHeld(t, `{"id": "prep", "version": 1, "target": "metal", "steps": [{"use": "boot.prepareRamdisk"}]}`)
+	boot := preparedBoot(t, held)
+	held.free()
+	if wf := f.ended(f.tenants["acme"], started.WorkflowID); wf.State != store.RunSucceeded {
+		t.Fatalf("the deploy: %s, failure %+v", wf.State, wf.Failure)
+	}
+	_, err := f.join(node.ID, "ramdisk", boot.Token)
+	if e := proto.AsError(err); e.Code != proto.Forbidden || e.Details.Reason != proto.ReasonRunEnded || e.Details.Path != "sealedToken" {
+		t.Errorf("a join with the ended deploy's ramdisk token: %v (%+v); want FORBIDDEN %s at sealedToken", err, e.Details, proto.ReasonRunEnded)
+	}
+	f.r.st.View(func(tx *store.Tx) error {
+		tok, err := tx.JoinTokenOf(boot.Token)
+		if err != nil || tok.Workflow != started.WorkflowID || !tok.UsedAt.IsZero() {
+			t.Errorf("the deploy's ramdisk token after the refused join: %+v, %v; want it the deploy's, unused", tok, err)
+		}
+		return nil
+	})
+	if _, err := f.join(node.ID, "ramdisk", f.mint("ramdisk", node.ID)); err != nil {
+		t.Errorf("a join with an operator's ramdisk token: %v", err)
+	}
+}
+
+// preparedBoot is the ramdisk boot the first boot.prepareRamdisk held ran prepared.
+func preparedBoot(t *testing.T, held *heldCommand) proto.PrepareRamdisk {
+	t.Helper()
+	var cmd proto.SiteCommand
+	var boot proto.PrepareRamdisk
+	if err := json.Unmarshal(held.ran()[0], &cmd); err != nil || json.Unmarshal(cmd.Input, &boot) != nil || boot.Token == "" {
+		t.Fatalf("boot.prepareRamdisk's command %s carries no join token: %v", held.ran()[0], err)
+	}
+	return boot
 }

@@ -107,6 +107,11 @@ func deployPrepareHeld(t *testing.T, prepare string) (*busyFleet, *heldCommand, 
 func (f *busyFleet) restartAndEnd(c *api.Client, held *heldCommand, workflow string) api.WorkflowView {
 	f.restart()
 	held.free()
+	return f.ended(c, workflow)
+}
+
+// ended is run workflow once it ended, as c reads it (or as last read when it did not).
+func (f *busyFleet) ended(c *api.Client, workflow string) api.WorkflowView {
 	var wf api.WorkflowView
 	f.wait("the run to end", func() bool {
 		var err error

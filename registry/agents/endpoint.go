@@ -654,19 +654,22 @@ func (e *Endpoint) accept() {
 	}
 }
 
-// identityChanged is the store's hook for nodes whose identity changed, this registry's
-// commits and (on etcd) the other replicas': it ends the sessions of the node's agents
-// (its installed OS's and its ramdisk's) whose certificates the node as stored no longer
-// passes (store.Node.CheckAgent), with CloseRevoked: its identity was revoked
-// (metal.revokeIdentity), or a workflow took the machine away from the installation they
-// belong to (a deploy, a release or a retire moves the identity epoch as it starts, and
-// a ramdisk booted before it is not the one the workflow boots). Each agent's next hello
-// is refused the same way. It reads nothing: the commit that changed the node tells it,
-// before anything a later commit relays or pushes looks for the node's sessions.
-func (e *Endpoint) identityChanged(n store.Node) {
+// identityChanged is the store's hook for nodes whose identity changed, or whose
+// workflow began or ended, this registry's commits and (on etcd) the other replicas':
+// it ends the sessions of the node's agents (its installed OS's and its ramdisk's)
+// whose certificates the node as stored no longer passes (store.NodeChange.CheckAgent),
+// with CloseRevoked: its identity was revoked (metal.revokeIdentity), a workflow took
+// the machine away from the installation they belong to (a deploy, a release or a
+// retire moves the identity epoch as it starts, and a ramdisk booted before it is not
+// the one the workflow boots), or the workflow run a ramdisk's certificate names ended
+// (reason run-ended; a rescue that succeeded leaves its ramdisk up until the node's
+// next workflow). Each agent's next hello is refused the same way. It reads nothing:
+// the commit that changed the node tells it, before anything a later commit relays or
+// pushes looks for the node's sessions.
+func (e *Endpoint) identityChanged(n store.NodeChange) {
 	for _, role := range proto.MachineRoles {
 		if s := e.session(n.ID, role); s != nil {
-			e.letGo(s, n.CheckAgent(role, s.epoch))
+			e.letGo(s, n.CheckAgent(s.credential()))
 		}
 	}
 }

@@ -115,10 +115,13 @@ func (s *Service) Join(ctx context.Context, from string, req joinwire.Request) (
 }
 
 // issue checks, in tx, that the token tok a join consumed admits the join p (its kind
-// joins p's role, it was minted for p's node, and its site exists) and answers it: a
+// joins p's role, it was minted for p's node, its site exists, and, minted by a
+// workflow run for a ramdisk, the certificate it would mint is taken: FORBIDDEN
+// run-ended at sealedToken once that run ended, store.Tx.CheckAgent) and answers it: a
 // JoinResponse with a certificate for p's key at the identity epoch of p's node, recorded
-// on the token, that for a ramdisk names the workflow run that minted tok (credential). again, for the token's join's own request sent again (sentAgain), it
-// answers only at the epoch that join got, while the token lives, recording nothing.
+// on the token, that for a ramdisk names the workflow run that minted tok (credential).
+// again, for the token's join's own request sent again (sentAgain), it answers only at
+// the epoch that join got, while the token lives, recording nothing.
 func (s *Service) issue(tx *store.Tx, p joinwire.Parsed, tok store.JoinToken, again bool) (joinwire.Response, error) {
 	if role := RoleOf(tok.Kind); role != p.Role {
 		return joinwire.Response{}, proto.Errorf(proto.Forbidden, "join token %s is a %s token, which joins role %s, not %s", tok.ID, tok.Kind, role, p.Role).WithReason(proto.ReasonRole)
@@ -148,7 +151,15 @@ func (s *Service) issue(tx *store.Tx, p joinwire.Parsed, tok store.JoinToken, ag
 			return joinwire.Response{}, siteNotFound(err, tok.Site)
 		}
 	}
-	der, err := s.keys.IssueAgentCertificate(credential(p, tok, epoch), p.PublicKey)
+	c := credential(p, tok, epoch)
+	if c.Run != "" {
+		// A ramdisk token a workflow run minted admits the ramdisk of that run alone: once
+		// it ended, the certificate it would mint is refused at its first hello.
+		if err := tx.CheckAgent(c); err != nil {
+			return joinwire.Response{}, proto.AsError(err).WithPath("sealedToken")
+		}
+	}
+	der, err := s.keys.IssueAgentCertificate(c, p.PublicKey)
 	if err != nil {
 		return joinwire.Response{}, err
 	}

@@ -431,11 +431,20 @@ func TestEpochMovesBeforeTheRunRelays(t *testing.T) {
 	h := newHarness(t)
 	node := h.enroll(nil)
 	var told []string
-	defer h.store.OnNodeIdentity(func(n store.Node) {
-		if n.IdentityRevokedAt.IsZero() {
-			told = append(told, fmt.Sprintf("epoch %d after %d commands", n.IdentityEpoch, len(h.machine.kinds())))
-		} else {
+	var (
+		epoch   int64
+		revoked bool
+	)
+	defer h.store.OnNodeIdentity(func(n store.NodeChange) {
+		// The hook is told of each workflow's start and end too; this test follows
+		// the identity's moves.
+		switch {
+		case !n.IdentityRevokedAt.IsZero() && !revoked:
+			revoked = true
 			told = append(told, "revoked")
+		case n.IdentityEpoch != epoch:
+			epoch = n.IdentityEpoch
+			told = append(told, fmt.Sprintf("epoch %d after %d commands", n.IdentityEpoch, len(h.machine.kinds())))
 		}
 	})()
 	var want []string

@@ -541,13 +541,15 @@ type revocations struct {
 	nodes []string
 }
 
-func (r *revocations) told(n store.Node) {
+func (r *revocations) told(n store.NodeChange) {
 	if n.IdentityRevokedAt.IsZero() {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.nodes = append(r.nodes, n.ID)
+	if !slices.Contains(r.nodes, n.ID) { // told again as the retire that revoked it ends
+		r.nodes = append(r.nodes, n.ID)
+	}
 }
 
 func (r *revocations) get() []string {

@@ -796,6 +796,8 @@ type remoteCommit struct {
 	buckets []string
 	// puts are the records it put (not those it deleted).
 	puts []remotePut
+	// ended are the runs it ended: their entries in the running runs' index deleted.
+	ended []string
 	// lost says events were lost (the watch fell behind a compaction): treat every
 	// bucket as written and every record as put. loaded, then, is the store as the
 	// watch loaded it again, which the records are read from: with no round of the
@@ -831,6 +833,8 @@ func (b *etcdBackend) decodeCommit(events []*clientv3.Event) (c remoteCommit, ow
 			c.buckets = append(c.buckets, name)
 		case rec && ev.Type == clientv3.EventTypePut && name != etcdDeletedName:
 			c.puts = append(c.puts, remotePut{bucket: name, key: []byte(key), value: ev.Kv.Value})
+		case rec && ev.Type == clientv3.EventTypeDelete && name == bucketRunningRuns:
+			c.ended = append(c.ended, key)
 		}
 	}
 	return c, own, n

@@ -34,7 +34,7 @@ func FuzzDecodeCommit(f *testing.F) {
 		s := &Store{kv: b, outdated: b.outdated}
 		s.OnNodeSpec(func(string, int64) {})
 		s.OnAgentCommand(func(AgentCommand) {})
-		s.OnNodeIdentity(func(Node) {})
+		s.OnNodeIdentity(func(NodeChange) {})
 		s.OnSessionOpened(func(string, string, Holder) {})
 		s.OnWrite(func() {}, BucketSites)
 		commits := 0

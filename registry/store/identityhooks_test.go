@@ -20,7 +20,7 @@ func TestOnNodeIdentity(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open opener) {
 		s := withPool(t, open)
 		var got []string
-		cancel := s.OnNodeIdentity(func(n Node) {
+		cancel := s.OnNodeIdentity(func(n NodeChange) {
 			got = append(got, fmt.Sprintf("%s epoch %d revoked %v", n.ID, n.IdentityEpoch, !n.IdentityRevokedAt.IsZero()))
 		})
 		n := addNode(t, s)
@@ -113,7 +113,7 @@ func TestEtcdIdentityToldBeforeLaterCommits(t *testing.T) {
 	makePool(t, remote)
 	n := addNode(t, remote)
 	told := make(chan string, 100)
-	defer local.OnNodeIdentity(func(n Node) {
+	defer local.OnNodeIdentity(func(n NodeChange) {
 		if n.IdentityEpoch > 0 || !n.IdentityRevokedAt.IsZero() {
 			told <- fmt.Sprintf("epoch %d revoked %v", n.IdentityEpoch, !n.IdentityRevokedAt.IsZero())
 		}

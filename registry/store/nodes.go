@@ -321,6 +321,14 @@ type failedRun struct {
 	RunID string `json:"workflowId"`
 }
 
+// failedRunID is the run of the node's failure, "" when it has none.
+func (n nodeIdentity) failedRunID() string {
+	if n.Failure == nil {
+		return ""
+	}
+	return n.Failure.RunID
+}
+
 func (n Node) identity() nodeIdentity {
 	id := nodeIdentity{n.ID, n.Tenant, n.IdentityRevokedAt, n.IdentityEpoch, n.AgentsRevoked, n.Workflow, n.Transition, nil}
 	if n.Failure != nil {
@@ -416,10 +424,17 @@ func (t *Tx) CheckAgentOf(c proto.AgentCredential) (tenant string, err error) {
 	if err != nil || !ok {
 		return "", err
 	}
+	return n.Tenant, n.check(c, t.runRunning)
+}
+
+// check checks the certificate of one of node n's agents that names c: its identity
+// epoch (checkAgent) and, for a ramdisk, its workflow run (ramdiskRun), running telling
+// whether a run runs.
+func (n nodeIdentity) check(c proto.AgentCredential, running func(run string) bool) error {
 	if err := n.checkAgent(c.Role, c.Epoch); err != nil || c.Role != proto.RoleRamdisk {
-		return n.Tenant, err
+		return err
 	}
-	return n.Tenant, t.ramdiskRun(n, c.Run)
+	return n.ramdiskRun(c.Run, running)
 }
 
 // ramdiskRun checks the certificate of node n's ramdisk that names run (proto.AgentRun):
@@ -432,9 +447,10 @@ func (t *Tx) CheckAgentOf(c proto.AgentCredential) (tenant string, err error) {
 // FORBIDDEN, reason run-ended: a ramdisk's key travels in its machine's memory and its
 // token in a boot script over plain HTTP, so a host that held either would pass for the
 // node's ramdisk (its hello, reports, answers) for the certificate's year, until the
-// node's identity epoch moved. It reads one key of the running runs' index, and only
-// for the node's last workflow.
-func (t *Tx) ramdiskRun(n nodeIdentity, run string) error {
+// node's identity epoch moved. running is asked of the node's last workflow alone:
+// Tx.CheckAgent reads one key of the running runs' index (runRunning), a commit's hooks
+// know whether it ended that workflow (NodeChange).
+func (n nodeIdentity) ramdiskRun(run string, running func(run string) bool) error {
 	of := "workflow " + run
 	switch {
 	case run == "" && n.Workflow == "":
@@ -443,7 +459,7 @@ func (t *Tx) ramdiskRun(n nodeIdentity, run string) error {
 		run, of = n.Workflow, "no workflow, taken for the node's last"
 	}
 	if run == n.Workflow && run != "" &&
-		(t.runRunning(run) || n.Transition == TransitionRescue && (n.Failure == nil || n.Failure.RunID != run)) {
+		(running(run) || n.Transition == TransitionRescue && n.failedRunID() != run) {
 		return nil
 	}
 	return proto.Errorf(proto.Forbidden, "the certificate of node %s's ramdisk is of %s, which no longer runs: "+
@@ -504,20 +520,50 @@ func (t *Tx) UpdateNode(id string, change func(*Node) error) (Node, error) {
 	if err := t.put(bucketNodes, []byte(id), n); err != nil {
 		return old, err
 	}
-	if n.IdentityEpoch != old.IdentityEpoch || !n.IdentityRevokedAt.Equal(old.IdentityRevokedAt) {
-		t.store.watch.nodeIdentity.afterCommit(t, n)
+	if ended := slices.Contains(t.endedRuns, n.Workflow); ended || identityChanged(old, n) {
+		t.store.watch.nodeIdentity.afterCommit(t, NodeChange{Node: n, WorkflowEnded: ended})
 	}
 	return n, nil
 }
 
+// identityChanged reports whether node n, changed from old, may refuse a certificate of
+// its agents old passed: its identity epoch moved or its identity was revoked, or its
+// workflow, the request that started it or its failure changed (ramdiskRun).
+func identityChanged(old, n Node) bool {
+	was, is := old.identity(), n.identity()
+	return is.IdentityEpoch != was.IdentityEpoch || !is.IdentityRevokedAt.Equal(was.IdentityRevokedAt) ||
+		is.Workflow != was.Workflow || is.Transition != was.Transition || is.failedRunID() != was.failedRunID()
+}
+
+// NodeChange is a node as a commit stored it, told to the OnNodeIdentity hooks, and
+// whether that commit ended the node's workflow (Node.Workflow).
+type NodeChange struct {
+	Node
+	// WorkflowEnded says the commit ended the run Node.Workflow names (Tx.UpdateRun
+	// made it succeeded or failed); on etcd, after lost watch events, that it was found
+	// ended.
+	WorkflowEnded bool `json:"-"`
+}
+
+// CheckAgent is Tx.CheckAgent of the certificate of one of the node's agents that names
+// c, against the node as the commit stored it, with no read: its identity epoch
+// (Node.CheckAgent) and, for a ramdisk, its workflow run, which runs unless the commit
+// ended it. A run that ended in an earlier commit refused its ramdisk then, and at its
+// every hello since.
+func (n NodeChange) CheckAgent(c proto.AgentCredential) error {
+	return n.identity().check(c, func(string) bool { return !n.WorkflowEnded })
+}
+
 // OnNodeIdentity registers fn to be called after every commit that changed a node's
-// identity (its identity epoch moved, or its identity was revoked), with the node as
-// stored, until the returned cancel is called: the agents of the node whose certificates
-// no longer pass Node.CheckAgent are to be let go. fn runs on the committing goroutine
-// after the store's locks are released, so it must return quickly. On etcd it also runs
-// for every node another replica wrote (changed identity or not: the watch tells the
-// record, not what changed), on the store's watch goroutine: at least once, in commit
-// order, before the hooks of any later commit.
-func (s *Store) OnNodeIdentity(fn func(Node)) (cancel func()) {
+// identity (its identity epoch moved, or its identity was revoked), began another of
+// its workflows, or ended its workflow (a run's end writes its node in the transaction
+// that ends it: registry/metal moves its state), with the node as stored and whether
+// the commit ended its workflow, until the returned cancel is called: the agents of the
+// node whose certificates no longer pass NodeChange.CheckAgent are to be let go. fn
+// runs on the committing goroutine after the store's locks are released, so it must
+// return quickly. On etcd it also runs for every node another replica wrote (changed
+// identity or not: the watch tells the record, not what changed), on the store's watch
+// goroutine: at least once, in commit order, before the hooks of any later commit.
+func (s *Store) OnNodeIdentity(fn func(NodeChange)) (cancel func()) {
 	return s.watch.nodeIdentity.add(fn)
 }

@@ -176,6 +176,9 @@ type Tx struct {
 	store *Store
 	// scheduled are the OnWrite hooks this transaction already set to run on commit.
 	scheduled map[*writeWatch]bool
+	// endedRuns are the runs this transaction ended (UpdateRun), whose nodes' hooks are
+	// told so (NodeChange).
+	endedRuns []string
 }
 
 // Now is the time the transaction began, as the store's clock tells it.

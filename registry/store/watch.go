@@ -42,7 +42,7 @@ type watchers struct {
 	// recorded as opened.
 	nodeSpec     recordHooks[nodeSpecRecord]
 	agentCommand recordHooks[AgentCommand]
-	nodeIdentity recordHooks[Node]
+	nodeIdentity recordHooks[NodeChange]
 	siteMACs     recordHooks[Node]
 	siteIdentity recordHooks[Site]
 	agentJoin    recordHooks[AgentJoin]
@@ -80,8 +80,9 @@ func (h *recordHooks[T]) afterCommit(t *Tx, rec T) {
 	}
 }
 
-// tell decodes a record another replica put and tells the hooks of it.
-func (h *recordHooks[T]) tell(p remotePut) {
+// tell decodes a record another replica put, completes it with what the record does not
+// hold (complete, when set), and tells the hooks of it.
+func (h *recordHooks[T]) tell(p remotePut, complete func(*T)) {
 	fns := h.list()
 	if len(fns) == 0 {
 		return
@@ -90,6 +91,9 @@ func (h *recordHooks[T]) tell(p remotePut) {
 	if err := decode(p.bucket, p.key, p.value, &rec); err != nil {
 		slog.Warn("store: a record another replica wrote", "err", err)
 		return
+	}
+	if complete != nil {
+		complete(&rec)
 	}
 	for _, fn := range fns {
 		(*fn)(rec)
@@ -153,7 +157,9 @@ func (t *Tx) wrote(bucket string) {
 // replica's newer session is gone before a NodeSpec or command of the same commit
 // looks for it. After lost events, every OnWrite hook runs and every stored record of
 // those kinds is told again, as the watch loaded them (c.loaded; when none is given, as
-// a View reads them).
+// a View reads them). A node is told with whether the commit ended its workflow (its
+// entry in the running runs' index deleted); after lost events, whether that index
+// holds it no more.
 func (s *Store) remoteCommit(c remoteCommit) {
 	s.watch.mu.Lock()
 	writes := s.watch.writes
@@ -163,17 +169,24 @@ func (s *Store) remoteCommit(c remoteCommit) {
 			w.fn()
 		}
 	}
+	ended := func(run string) bool { return slices.Contains(c.ended, run) }
 	if c.lost {
 		read := s.kv.view
 		if c.loaded != nil {
 			read = func(fn func(kvTx) error) error { return fn(c.loaded) }
 		}
+		running := map[string]bool{}
+		ended = func(run string) bool { return run != "" && !running[run] }
 		err := read(func(tx kvTx) error {
 			for _, bucket := range recordHookBuckets {
 				cur := tx.cursor(bucket)
 				for k, v := cur.First(); k != nil; k, v = cur.Next() {
 					c.puts = append(c.puts, remotePut{bucket: bucket, key: bytes.Clone(k), value: bytes.Clone(v)})
 				}
+			}
+			cur := tx.cursor(bucketRunningRuns)
+			for k, _ := cur.First(); k != nil; k, _ = cur.Next() {
+				running[string(k)] = true
 			}
 			return nil
 		})
@@ -188,18 +201,18 @@ func (s *Store) remoteCommit(c remoteCommit) {
 			}
 			switch bucket {
 			case bucketNodes:
-				s.watch.nodeIdentity.tell(p)
-				s.watch.siteMACs.tell(p)
+				s.watch.nodeIdentity.tell(p, func(n *NodeChange) { n.WorkflowEnded = ended(n.Workflow) })
+				s.watch.siteMACs.tell(p, nil)
 			case bucketSites:
-				s.watch.siteIdentity.tell(p)
+				s.watch.siteIdentity.tell(p, nil)
 			case bucketAgentJoins:
-				s.watch.agentJoin.tell(p)
+				s.watch.agentJoin.tell(p, nil)
 			case bucketAgentSessions:
-				s.watch.agentSession.tell(p)
+				s.watch.agentSession.tell(p, nil)
 			case bucketNodeSpecs:
-				s.watch.nodeSpec.tell(p)
+				s.watch.nodeSpec.tell(p, nil)
 			case bucketAgentCommands:
-				s.watch.agentCommand.tell(p)
+				s.watch.agentCommand.tell(p, nil)
 			}
 		}
 	}

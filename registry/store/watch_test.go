@@ -93,7 +93,7 @@ func TestLostRemoteCommits(t *testing.T) {
 		})
 		var got []string
 		defer s.OnWrite(func() { got = append(got, "write") }, BucketImages)()
-		defer s.OnNodeIdentity(func(n Node) { got = append(got, "node "+n.ID) })()
+		defer s.OnNodeIdentity(func(n NodeChange) { got = append(got, "node "+n.ID) })()
 		defer s.OnSessionOpened(func(node, role string, h Holder) { got = append(got, "session "+node+"/"+role+" at "+h.Replica) })()
 		defer s.OnNodeSpec(func(node string, gen int64) { got = append(got, fmt.Sprintf("spec %s %d", node, gen)) })()
 		defer s.OnAgentCommand(func(c AgentCommand) { got = append(got, "command "+c.Node+"/"+c.ID) })()

@@ -271,6 +271,7 @@ func (t *Tx) UpdateRun(id string, change func(*Run) error) (Run, error) {
 		if err := t.del(bucketRunningRuns, []byte(id)); err != nil {
 			return old, err
 		}
+		t.endedRuns = append(t.endedRuns, id)
 		if err := t.putRaw(bucketRunsByEnd, runEndKey(pruneFrom(t.now, stepUses(r.Steps)), id), runEndValue(r)); err != nil {
 			return old, err
 		}
