@@ -157,7 +157,9 @@ func (s *Server) lifecycle(svc *metal.Service, c *Caller, tenantID, node string,
 }
 
 // transition makes a request of a node (act: a lifecycle request, a deploy) for the
-// caller's tenant in one transaction, then starts the workflow it stored, if any.
+// caller's tenant in one transaction, then starts the workflow it stored, if any. A
+// refusal of a request made for another tenant names that tenant's flag in the commands
+// it suggests (Caller.forTenant).
 func (s *Server) transition(svc *metal.Service, c *Caller, tenantID string, act func(tx *store.Tx, tenant string) (store.Run, error)) (run store.Run, err error) {
 	err = c.update(func(tx *store.Tx) error {
 		tenant, err := c.TenantFor(tx, tenantID)
@@ -165,7 +167,7 @@ func (s *Server) transition(svc *metal.Service, c *Caller, tenantID string, act 
 			return err
 		}
 		run, err = act(tx, tenant)
-		return err
+		return c.forTenant(err, tenant)
 	})
 	if err != nil || run.ID == "" {
 		return run, err
