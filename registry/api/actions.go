@@ -123,6 +123,18 @@ func (c *Caller) TenantFor(tx *store.Tx, requested string) (string, error) {
 // it runs only for such a caller and error. Every other caller gets err as it is, so to
 // a tenant another tenant's object stays indistinguishable from one that does not exist.
 func (c *Caller) elsewhere(err error, path, tenant string, owner func() string) error {
+	return c.elsewhereSaying(err, path, tenant, owner, addTenant)
+}
+
+// addTenant is elsewhere's way to another tenant's object: the flag that reaches it.
+func addTenant(owner string) string {
+	return fmt.Sprintf("tenant %s has it: add --tenant %s", owner, owner)
+}
+
+// elsewhereSaying is elsewhere, telling the root tenant's callers what say says of the
+// owner: where --tenant is not the way (a deploy, whose node is the tenant's), the one
+// that is.
+func (c *Caller) elsewhereSaying(err error, path, tenant string, owner func() string, say func(owner string) string) error {
 	e, ok := errors.AsType[*proto.Error](err)
 	if !ok || c.Tenant != store.RootTenant || e.Code != proto.NotFound || e.Details.Path != path {
 		return err
@@ -132,7 +144,7 @@ func (c *Caller) elsewhere(err error, path, tenant string, owner func() string) 
 		return err
 	}
 	hinted := *e
-	hinted.Message += fmt.Sprintf("; tenant %s has it: add --tenant %s", o, o)
+	hinted.Message += "; " + say(o)
 	return &hinted
 }
 
