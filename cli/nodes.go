@@ -147,7 +147,7 @@ var nodeCommands = []command{{
 	},
 }, {
 	path:    "nodes deploy",
-	usage:   "ID --profile P [--profile-version N] [--wait] [--tenant T]",
+	usage:   "ID --profile P [--profile-version N] [--wait [--progress-every D]] [--tenant T]",
 	summary: "deploy a profile on a ready node; --wait follows the workflow step by step until it ends",
 	long: "deploy a profile on a `ready` node; `--wait` prints each step's state changes and " +
 		"progress, and exits 1 if the workflow fails; while no step changes, it says on stderr which " +
@@ -227,9 +227,9 @@ var lifecycleCommands = []struct {
 
 func init() {
 	for _, lc := range lifecycleCommands {
-		usage := "ID [--wait] [--tenant T]"
+		usage := "ID [--wait [--progress-every D]] [--tenant T]"
 		if lc.verb == "release" {
-			usage = "ID [--wipe none|quick|secure-erase|crypto-erase] [--wait] [--tenant T]"
+			usage = "ID [--wipe none|quick|secure-erase|crypto-erase] [--wait [--progress-every D]] [--tenant T]"
 		}
 		nodeCommands = append(nodeCommands, command{path: "nodes " + lc.verb, usage: usage, summary: lc.summary, long: lc.long, nargs: 1,
 			define: func(fs *flag.FlagSet) func(x *exec) error {
@@ -250,7 +250,7 @@ func init() {
 			}})
 	}
 	nodeCommands = append(nodeCommands, command{path: "nodes remediate",
-		usage:   "ID --profile remediate-reboot|remediate-gpu-reset [--reason R] [--wait] [--tenant T]",
+		usage:   "ID --profile remediate-reboot|remediate-gpu-reset [--reason R] [--wait [--progress-every D]] [--tenant T]",
 		summary: "remediate an active node with a shipped remediation profile (metal.remediate); the reason is recorded on the node",
 		long:    "`active` -> `remediating` (the remediation profile: a restart or a GPU power cycle, the host config again) -> `active`; the reason is recorded on the node. A pool's `policy.remediation.agentGoneAfter` starts `remediate-reboot` by itself (docs/nodes.md)",
 		nargs:   1,
