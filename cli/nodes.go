@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"sort"
 	"strings"
@@ -146,38 +147,67 @@ var nodeCommands = []command{{
 	},
 }, {
 	path:    "nodes deploy",
-	usage:   "ID --profile P [--profile-version N] [--wait] [--tenant T]",
+	usage:   "ID --profile P [--profile-version N] [--wait [--progress-every D]] [--tenant T]",
 	summary: "deploy a profile on a ready node; --wait follows the workflow step by step until it ends",
 	long: "deploy a profile on a `ready` node; `--wait` prints each step's state changes and " +
-		"progress, and exits 1 if the workflow fails. An `active` node is refused " +
-		"(`INVALID_STATE`): release it first",
+		"progress, and exits 1 if the workflow fails; while no step changes, it says on stderr which " +
+		"step still runs and for how long, every `--progress-every`. An `active` node is refused " +
+		"(`INVALID_STATE`, at `nodeId`): release it first. A profile another tenant holds " +
+		"privately is `NOT_FOUND` at `profileId`, and a root credential deploying for a tenant is " +
+		"told how that tenant's deploy reaches it: public, or a copy (docs/nodes.md#deploying)",
 	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		prof := fs.String("profile", "", "the profile to deploy (required)")
 		version := new(int)
 		fs.Var(cmdline.Decimal(version, 0), "profile-version", "the profile version (default: the latest)")
-		wait := fs.Bool("wait", false, waitUsage)
+		wait := waitFlags(fs)
 		return func(x *exec) error {
 			var out api.DeployStarted
 			req := api.DeployRequest{TenantID: *tenant, NodeID: x.args[0], ProfileID: *prof, ProfileVersion: *version}
 			if err := x.call("metal.deploy", req, &out); err != nil {
 				return err
 			}
-			if !*wait {
+			if !wait.on {
 				x.print(out, func(w *tabwriter.Writer) {
 					fmt.Fprintf(w, "deploying %s@%d on %s: workflow %s\n", out.Profile.ID, out.Profile.Version, out.NodeID, out.WorkflowID)
 				})
 				return nil
 			}
-			return x.follow(*tenant, out.WorkflowID, out.NodeID,
+			return x.follow(wait.every, *tenant, out.WorkflowID, out.NodeID,
 				fmt.Sprintf("deploying %s@%d on node %s", out.Profile.ID, out.Profile.Version, out.NodeID))
 		}
 	},
 }}
 
-// waitUsage is what --wait does, on every command that starts a workflow.
-const waitUsage = "follow the workflow until it ends; exit 1 if it fails, or if interrupted (the workflow goes on)"
+// waiting is how a command that starts a workflow follows it: --wait, and how often,
+// while no step changes, it says which step still runs (--progress-every).
+type waiting struct {
+	on    bool
+	every time.Duration
+}
+
+// waitFlags declares --wait and --progress-every on fs.
+func waitFlags(fs *flag.FlagSet) *waiting {
+	w := &waiting{every: defaultProgressEvery}
+	fs.BoolVar(&w.on, "wait", false, "follow the workflow until it ends; exit 1 if it fails, or if interrupted (the workflow goes on)")
+	fs.Func("progress-every", fmt.Sprintf("with --wait, how often to say on stderr which step still runs and for how long, while no step changes (a `DURATION` of at least %v; default %v)", minProgressEvery, defaultProgressEvery), func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < minProgressEvery {
+			return fmt.Errorf("--progress-every takes a duration of at least %v, such as 30s or 2m, not %q", minProgressEvery, v)
+		}
+		w.every = d
+		return nil
+	})
+	return w
+}
+
+// defaultProgressEvery and minProgressEvery are --progress-every's default and least
+// value: a 15-minute wait.agentJoined says it still runs 30 times at most.
+const (
+	defaultProgressEvery = 30 * time.Second
+	minProgressEvery     = time.Second
+)
 
 // lifecycleCommands are the node lifecycle's requests, one command each.
 var lifecycleCommands = []struct {
@@ -197,14 +227,14 @@ var lifecycleCommands = []struct {
 
 func init() {
 	for _, lc := range lifecycleCommands {
-		usage := "ID [--wait] [--tenant T]"
+		usage := "ID [--wait [--progress-every D]] [--tenant T]"
 		if lc.verb == "release" {
-			usage = "ID [--wipe none|quick|secure-erase|crypto-erase] [--wait] [--tenant T]"
+			usage = "ID [--wipe none|quick|secure-erase|crypto-erase] [--wait [--progress-every D]] [--tenant T]"
 		}
 		nodeCommands = append(nodeCommands, command{path: "nodes " + lc.verb, usage: usage, summary: lc.summary, long: lc.long, nargs: 1,
 			define: func(fs *flag.FlagSet) func(x *exec) error {
 				tenant := tenantFlag(fs)
-				wait := fs.Bool("wait", false, waitUsage)
+				wait := waitFlags(fs)
 				req := api.TransitionRequest{}
 				if lc.verb == "release" {
 					fs.Var(cmdline.OneOf(&req.Wipe, proto.WipeModes), "wipe", "the disk wipe mode, replacing metal-release's quick: "+strings.Join(proto.WipeModes, ", "))
@@ -215,18 +245,18 @@ func init() {
 					if err := x.call(lc.method, req, &out); err != nil {
 						return err
 					}
-					return x.transitioned(lc.verb, *tenant, *wait, out)
+					return x.transitioned(lc.verb, *tenant, wait, out)
 				}
 			}})
 	}
 	nodeCommands = append(nodeCommands, command{path: "nodes remediate",
-		usage:   "ID --profile remediate-reboot|remediate-gpu-reset [--reason R] [--wait] [--tenant T]",
+		usage:   "ID --profile remediate-reboot|remediate-gpu-reset [--reason R] [--wait [--progress-every D]] [--tenant T]",
 		summary: "remediate an active node with a shipped remediation profile (metal.remediate); the reason is recorded on the node",
 		long:    "`active` -> `remediating` (the remediation profile: a restart or a GPU power cycle, the host config again) -> `active`; the reason is recorded on the node. A pool's `policy.remediation.agentGoneAfter` starts `remediate-reboot` by itself (docs/nodes.md)",
 		nargs:   1,
 		define: func(fs *flag.FlagSet) func(x *exec) error {
 			tenant := tenantFlag(fs)
-			wait := fs.Bool("wait", false, waitUsage)
+			wait := waitFlags(fs)
 			req := api.RemediateRequest{}
 			fs.StringVar(&req.Profile, "profile", "", "the remediation profile: remediate-reboot or remediate-gpu-reset (required)")
 			fs.StringVar(&req.Reason, "reason", "", "why, recorded on the node (at most 256 bytes; default: an operator asked)")
@@ -236,7 +266,7 @@ func init() {
 				if err := x.call("metal.remediate", req, &out); err != nil {
 					return err
 				}
-				return x.transitioned("remediate", *tenant, *wait, out)
+				return x.transitioned("remediate", *tenant, wait, out)
 			}
 		}})
 	nodeCommands = append(nodeCommands, command{path: "nodes revoke-identity",
@@ -284,7 +314,7 @@ func revokedLines(w *tabwriter.Writer, whose string, out api.CertificatesRevoked
 
 // transitioned shows what a lifecycle request started, or follows its workflow with
 // wait; a request that failed the node at once is the node's error.
-func (x *exec) transitioned(verb, tenant string, wait bool, out api.TransitionStarted) error {
+func (x *exec) transitioned(verb, tenant string, wait *waiting, out api.TransitionStarted) error {
 	n := out.Node
 	if f := n.Failure; f != nil && out.WorkflowID == "" {
 		// The request failed the node at once, starting nothing.
@@ -292,11 +322,11 @@ func (x *exec) transitioned(verb, tenant string, wait bool, out api.TransitionSt
 		e.Message = fmt.Sprintf("node %s is failed (from %s): %s", n.ID, n.FailedFrom, e.Message)
 		return &e
 	}
-	if !wait {
+	if !wait.on {
 		x.print(out, func(w *tabwriter.Writer) { transitionLine(w, verb, out) })
 		return nil
 	}
-	return x.follow(tenant, out.WorkflowID, n.ID, fmt.Sprintf("%s: node %s is %s, running %s@%d", verb, n.ID, n.State, out.Profile.ID, out.Profile.Version))
+	return x.follow(wait.every, tenant, out.WorkflowID, n.ID, fmt.Sprintf("%s: node %s is %s, running %s@%d", verb, n.ID, n.State, out.Profile.ID, out.Profile.Version))
 }
 
 // transitionLine says what a lifecycle request started.
@@ -345,11 +375,12 @@ func keyValue(name string, set func(k, v string)) func(string) error {
 // follow prints each change of a workflow's steps until it ends, after the headline:
 // one line per step state change (step, where it runs, state, duration) and per progress
 // report, then the node's state and its warnings (a disk hiding capacity from a wipe). With --format json the lines go to stderr and the
-// finished workflow to stdout. A failed workflow is the command's error: its failing step
-// and the step's error; so is a node that failed at the workflow's end (an unverified
-// wipe); so is an interrupt (stoppedFollowing).
-func (x *exec) follow(tenant, workflowID, nodeID, headline string) error {
-	err := x.followRun(tenant, workflowID, nodeID, headline)
+// finished workflow to stdout. While no step changes for every, it says on stderr which
+// steps still run and for how long (stillRunning), once each every. A failed workflow is
+// the command's error: its failing step and the step's error; so is a node that failed
+// at the workflow's end (an unverified wipe); so is an interrupt (stoppedFollowing).
+func (x *exec) follow(every time.Duration, tenant, workflowID, nodeID, headline string) error {
+	err := x.followRun(every, tenant, workflowID, nodeID, headline)
 	if err != nil && x.ctx.Err() != nil {
 		return stoppedFollowing(x, tenant, workflowID, nodeID)
 	}
@@ -404,7 +435,7 @@ func (a amended) As(target any) bool {
 }
 
 // followRun is follow until the workflow ends or a call fails.
-func (x *exec) followRun(tenant, workflowID, nodeID, headline string) error {
+func (x *exec) followRun(every time.Duration, tenant, workflowID, nodeID, headline string) error {
 	c, err := x.client()
 	if err != nil {
 		return err
@@ -415,17 +446,22 @@ func (x *exec) followRun(tenant, workflowID, nodeID, headline string) error {
 	}
 	fmt.Fprintf(lines, "workflow %s: %s\n", workflowID, headline)
 	seen := map[string]string{}
+	quiet := time.NewTicker(every)
+	defer quiet.Stop()
 	var run api.WorkflowView
 	for run.State == "" || run.State == api.RunRunning {
 		req := api.GetWorkflowRequest{TenantID: tenant, ID: workflowID, AfterRev: run.Rev}
-		if err := c.Call(x.ctx, "workflows.get", req, &run); err != nil {
+		next, err := watchSaying(x.ctx, c, req, quiet.C, func(now time.Time) { stillRunning(x.env.Stderr, run, now) })
+		if err != nil {
 			return lostFollowing(err, tenant, workflowID)
 		}
+		run = next
 		for _, s := range run.Steps {
 			key, line := s.Path(), stepLine(s)
 			if s.State != api.StepPending && seen[key] != line {
 				fmt.Fprintln(lines, line)
 				seen[key] = line
+				quiet.Reset(every)
 			}
 		}
 	}
@@ -450,6 +486,46 @@ func (x *exec) followRun(tenant, workflowID, nodeID, headline string) error {
 		x.print(run, nil)
 	}
 	return nil
+}
+
+// watchSaying makes the workflows.get call req, which waits for the run to change (at most
+// 25 seconds), and calls say on each tick of quiet while it waits.
+func watchSaying(ctx context.Context, c *api.Client, req api.GetWorkflowRequest, quiet <-chan time.Time, say func(now time.Time)) (api.WorkflowView, error) {
+	type answer struct {
+		run api.WorkflowView
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		var a answer
+		a.err = c.Call(ctx, "workflows.get", req, &a.run)
+		answered <- a
+	}()
+	for {
+		select {
+		case a := <-answered:
+			return a.run, a.err
+		case now := <-quiet:
+			say(now)
+		}
+	}
+}
+
+// stillRunning says on w which of run's steps still run, and for how long (by the
+// operator's clock, from when the registry started them) of their timeout: a wait of
+// many minutes (wait.agentJoined, boot.kexec) that no state change or progress report
+// shows.
+func stillRunning(w io.Writer, run api.WorkflowView, now time.Time) {
+	for _, s := range run.Steps {
+		if s.State != api.StepRunning {
+			continue
+		}
+		line := fmt.Sprintf("%s %s on %s: still running after %s", s.Path(), s.Use, s.On, max(now.Sub(s.StartedAt), 0).Round(time.Second))
+		if t := s.Timeout(); t != "" {
+			line += " (timeout " + t + ")"
+		}
+		fmt.Fprintln(textWriter{w}, line)
+	}
 }
 
 // stepLine is how follow shows a step's state.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
@@ -122,6 +123,18 @@ func (c *Caller) TenantFor(tx *store.Tx, requested string) (string, error) {
 // it runs only for such a caller and error. Every other caller gets err as it is, so to
 // a tenant another tenant's object stays indistinguishable from one that does not exist.
 func (c *Caller) elsewhere(err error, path, tenant string, owner func() string) error {
+	return c.elsewhereSaying(err, path, tenant, owner, addTenant)
+}
+
+// addTenant is elsewhere's way to another tenant's object: the flag that reaches it.
+func addTenant(owner string) string {
+	return fmt.Sprintf("tenant %s has it: add --tenant %s", owner, owner)
+}
+
+// elsewhereSaying is elsewhere, telling the root tenant's callers what say says of the
+// owner: where --tenant is not the way (a deploy, whose node is the tenant's), the one
+// that is.
+func (c *Caller) elsewhereSaying(err error, path, tenant string, owner func() string, say func(owner string) string) error {
 	e, ok := errors.AsType[*proto.Error](err)
 	if !ok || c.Tenant != store.RootTenant || e.Code != proto.NotFound || e.Details.Path != path {
 		return err
@@ -131,8 +144,37 @@ func (c *Caller) elsewhere(err error, path, tenant string, owner func() string) 
 		return err
 	}
 	hinted := *e
-	hinted.Message += fmt.Sprintf("; tenant %s has it: add --tenant %s", o, o)
+	hinted.Message += "; " + say(o)
 	return &hinted
+}
+
+// forTenant is err, of a request the caller made for another tenant (a root tenant's
+// credential with --tenant T), with that tenant's flag added to each command of the
+// tenant's it suggests in backticks (`nodes cancel ID` becomes `nodes cancel ID --tenant
+// T`): pasted without it, the command would act in the caller's own tenant and not find
+// the node. A request made for the caller's own tenant gets err as it is.
+func (c *Caller) forTenant(err error, tenant string) error {
+	e, ok := errors.AsType[*proto.Error](err)
+	if !ok || tenant == "" || tenant == c.Tenant {
+		return err
+	}
+	spans := strings.Split(e.Message, "`")
+	for i := 1; i < len(spans)-1; i += 2 { // the odd spans are quoted, when a backtick closes them
+		if tenantCommand(spans[i]) && !strings.Contains(spans[i], "--tenant") {
+			spans[i] += " --tenant " + tenant
+		}
+	}
+	hinted := *e
+	hinted.Message = strings.Join(spans, "`")
+	return &hinted
+}
+
+// tenantCommand says whether quoted is a command of the groups whose objects a tenant
+// holds (nodes, workflows, profiles), which act for the credential's own tenant unless
+// --tenant says another.
+func tenantCommand(quoted string) bool {
+	group, _, _ := strings.Cut(quoted, " ")
+	return slices.Contains([]string{"nodes", "workflows", "profiles"}, group) && strings.Contains(quoted, " ")
 }
 
 // notFoundAt is err at path when it is a NOT_FOUND naming no field: the store tells of

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -157,7 +158,9 @@ func (s *Server) lifecycle(svc *metal.Service, c *Caller, tenantID, node string,
 }
 
 // transition makes a request of a node (act: a lifecycle request, a deploy) for the
-// caller's tenant in one transaction, then starts the workflow it stored, if any.
+// caller's tenant in one transaction, then starts the workflow it stored, if any. A
+// refusal of a request made for another tenant names that tenant's flag in the commands
+// it suggests (Caller.forTenant).
 func (s *Server) transition(svc *metal.Service, c *Caller, tenantID string, act func(tx *store.Tx, tenant string) (store.Run, error)) (run store.Run, err error) {
 	err = c.update(func(tx *store.Tx) error {
 		tenant, err := c.TenantFor(tx, tenantID)
@@ -165,7 +168,7 @@ func (s *Server) transition(svc *metal.Service, c *Caller, tenantID string, act 
 			return err
 		}
 		run, err = act(tx, tenant)
-		return err
+		return c.forTenant(err, tenant)
 	})
 	if err != nil || run.ID == "" {
 		return run, err
@@ -237,7 +240,8 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 	})
 	Handle(s, "metal.deploy", ActionNodesManage, func(_ context.Context, c *Caller, req DeployRequest) (DeployStarted, error) {
 		run, err := s.transition(svc, c, req.TenantID, func(tx *store.Tx, tenant string) (store.Run, error) {
-			rec, err := ps.resolve(tx, c, ProfileKey{TenantID: req.TenantID, ID: req.ProfileID, ProfileVersion: req.ProfileVersion})
+			key := ProfileKey{TenantID: req.TenantID, ID: req.ProfileID, ProfileVersion: req.ProfileVersion}
+			rec, err := ps.resolveSaying(tx, c, key, deployable(key, tenant))
 			if err != nil {
 				return store.Run{}, profileIDAt(err)
 			}
@@ -249,6 +253,28 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		}
 		return DeployStarted{WorkflowID: run.ID, NodeID: run.Node, Profile: ProfileRef(run.Profile)}, nil
 	})
+}
+
+// deployable is what a root tenant's caller deploying key on a node of tenant is told
+// of the tenant (owner) that holds the profile privately: --tenant owner would look for
+// the node in owner's tenant, so the way is to make the profile one that tenant's deploy
+// reaches: public (the platform's by its bare id, another tenant's as OWNER/ID) or a
+// copy in tenant. Every command it names says its tenant, so that none is taken for
+// tenant's (Caller.forTenant).
+func deployable(key ProfileKey, tenant string) func(owner string) string {
+	return func(owner string) string {
+		version, as := "", key.ID
+		if key.ProfileVersion > 0 {
+			version = fmt.Sprintf(" --profile-version %d", key.ProfileVersion)
+		}
+		if owner != store.RootTenant {
+			as = owner + "/" + key.ID + " (another tenant's public profile names no secret reference)"
+		}
+		return fmt.Sprintf("tenant %s has it, private: a deploy for tenant %s reaches %s's own profiles and the public ones, and --tenant %s would look for the node in %s. "+
+			"Make it public (`profiles update %s --visibility public%s --tenant %s`) and deploy it as %s, "+
+			"or copy it into %s (`profiles get %s%s --tenant %s --format json` shows its document; `profiles create FILE --tenant %s`)",
+			owner, tenant, tenant, owner, owner, key.ID, version, owner, as, tenant, key.ID, version, owner, tenant)
+	}
 }
 
 // profileIDAt is an error resolving a deploy's profile at the deploy's own field: what

@@ -187,6 +187,13 @@ func (ps *profiles) isShipped(id string) bool {
 // own name, its own; builtin/ID a shipped one): no other tenant's profile is ever
 // reached without its owner's name.
 func (ps *profiles) resolve(tx *store.Tx, c *Caller, key ProfileKey) (store.ProfileRecord, error) {
+	return ps.resolveSaying(tx, c, key, addTenant)
+}
+
+// resolveSaying is resolve, telling the root tenant's callers what say says of the
+// tenant that holds a profile of the id the caller's tenant does not reach
+// (Caller.elsewhereSaying).
+func (ps *profiles) resolveSaying(tx *store.Tx, c *Caller, key ProfileKey, say func(owner string) string) (store.ProfileRecord, error) {
 	tenant, err := c.TenantFor(tx, key.TenantID)
 	if err != nil {
 		return store.ProfileRecord{}, err
@@ -222,12 +229,12 @@ func (ps *profiles) resolve(tx *store.Tx, c *Caller, key ProfileKey) (store.Prof
 			return rec, err
 		}
 	}
-	return rec, c.elsewhere(notFoundProfile(key), "id", tenant, func() string {
+	return rec, c.elsewhereSaying(notFoundProfile(key), "id", tenant, func() string {
 		if owner != "" {
 			return ""
 		}
 		return firstTenant(tx, func(tn string) bool { _, ok, _ := ownProfile(tx, tn, id, key.ProfileVersion); return ok })
-	})
+	}, say)
 }
 
 // ownProfile is one of tenant's own undeleted versions: the given one, or the latest

@@ -37,6 +37,16 @@ type RunStep struct {
 // Path names the step as profiles do: steps[N], acceptance[N] or cleanup[N].
 func (s RunStep) Path() string { return store.RunStep{Phase: s.Phase, Index: s.Index}.Path() }
 
+// Timeout is the step's timeout as a profile writes it (2m, 15m), as the rendered step it
+// ran as (Spec) gives it; "" when it gives none.
+func (s RunStep) Timeout() string {
+	var spec RenderedStep
+	if json.Unmarshal(s.Spec, &spec) != nil {
+		return ""
+	}
+	return spec.Timeout
+}
+
 // Attestation is the node-signed result the step's result carries, nil when it carries
 // none (registry/attest reads it).
 func (s RunStep) Attestation() *proto.SignedResult { return attest.Of(s.Result) }

@@ -30,16 +30,16 @@ type BMCUpdate struct {
 func (s *Service) UpdateBMC(tx *store.Tx, u BMCUpdate) (store.Node, error) {
 	n, err := tx.Node(u.Node)
 	if err != nil || n.Tenant != u.Tenant {
-		return store.Node{}, proto.Errorf(proto.NotFound, "node %q not found: %s", u.Node, store.NodesListed).WithPath("nodeId")
+		return store.Node{}, proto.Errorf(proto.NotFound, "node %q not found: %s", u.Node, store.NodesListed).WithPath(nodeField)
 	}
 	running, err := workflowRunning(tx, n)
 	switch {
 	case err != nil:
 		return n, err
 	case running:
-		return n, proto.Errorf(proto.InvalidState, "node %s is %s (workflow %s): change its BMC once the workflow has ended", n.ID, n.State, n.Workflow).WithReason(n.State)
+		return n, proto.Errorf(proto.InvalidState, "node %s is %s (workflow %s): change its BMC once the workflow has ended", n.ID, n.State, n.Workflow).WithPath(nodeField).WithReason(n.State)
 	case n.State == store.NodeRetired:
-		return n, proto.Errorf(proto.InvalidState, "node %s is retired: it can only be read", n.ID).WithReason(n.State)
+		return n, proto.Errorf(proto.InvalidState, "node %s is retired: it can only be read", n.ID).WithPath(nodeField).WithReason(n.State)
 	}
 	b := n.BMC
 	if u.Driver != "" {

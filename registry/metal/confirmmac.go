@@ -36,7 +36,7 @@ func parseMAC(m, path string) (string, error) {
 func (s *Service) ConfirmMAC(tx *store.Tx, tenant, nodeID, mac string, force bool) (store.Node, error) {
 	node, err := tx.Node(nodeID)
 	if err != nil || node.Tenant != tenant {
-		return store.Node{}, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath("nodeId")
+		return store.Node{}, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath(nodeField)
 	}
 	if mac, err = parseMAC(mac, "mac"); err != nil {
 		return node, err

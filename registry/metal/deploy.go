@@ -16,7 +16,7 @@ import (
 func (s *Service) Deploy(tx *store.Tx, tenant, nodeID string, rec store.ProfileRecord) (store.Run, error) {
 	node, err := tx.Node(nodeID)
 	if err != nil || node.Tenant != tenant {
-		return store.Run{}, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath("nodeId")
+		return store.Run{}, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath(nodeField)
 	}
 	p, err := profile.DefineStored(rec.ID, rec.Version, rec.Document)
 	if err != nil {

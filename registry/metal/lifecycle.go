@@ -105,7 +105,7 @@ type Options struct {
 func (s *Service) Act(tx *store.Tx, tenant, nodeID string, req Request, o Options) (store.Run, store.Node, error) {
 	node, err := tx.Node(nodeID)
 	if err != nil || node.Tenant != tenant {
-		return store.Run{}, node, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath("nodeId")
+		return store.Run{}, node, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath(nodeField)
 	}
 	running, err := workflowRunning(tx, node)
 	if err != nil {
@@ -207,7 +207,7 @@ func barred(tx *store.Tx, node store.Node, req Request) error {
 	switch {
 	case !node.IdentityRevokedAt.IsZero() && req != Retire && req != Cancel && (req != Retry || node.Transition != string(Retire)):
 		return proto.Errorf(proto.InvalidState, "node %s cannot %s: its identity was revoked at %s (metal.revokeIdentity) and no agent of it joins again; retire it (`nodes retire %s`)",
-			node.ID, req, node.IdentityRevokedAt.UTC().Format(time.RFC3339), node.ID).WithReason(node.State)
+			node.ID, req, node.IdentityRevokedAt.UTC().Format(time.RFC3339), node.ID).WithPath(nodeField).WithReason(node.State)
 	case req == Retry:
 		failed, err := checkRetry(tx, node)
 		if err == nil {
@@ -224,10 +224,14 @@ func barred(tx *store.Tx, node store.Node, req Request) error {
 		if err != nil || pool.Policy.Agent != store.AgentNone {
 			return err
 		}
-		return proto.Errorf(proto.InvalidState, "node %s cannot rescue: pool %s runs no agent (agent: none), so its machines boot no ramdisk; release or retire it", node.ID, pool.Name).WithReason(node.State)
+		return proto.Errorf(proto.InvalidState, "node %s cannot rescue: pool %s runs no agent (agent: none), so its machines boot no ramdisk; release or retire it", node.ID, pool.Name).WithPath(nodeField).WithReason(node.State)
 	}
 	return nil
 }
+
+// nodeField is the field of a request that names its node: the path of every refusal
+// of a request for the node's state (INVALID_STATE), as of a node not found.
+const nodeField = "nodeId"
 
 // refusal is the INVALID_STATE of a request the node's state does not allow.
 func refusal(node store.Node, req Request, running bool) error {
@@ -249,7 +253,7 @@ func refusal(node store.Node, req Request, running bool) error {
 			why += ": release it first (`nodes release " + node.ID + "`), then deploy"
 		}
 	}
-	return proto.Errorf(proto.InvalidState, "node %s is %s and cannot %s: %s", node.ID, node.State, req, why).WithReason(node.State)
+	return proto.Errorf(proto.InvalidState, "node %s is %s and cannot %s: %s", node.ID, node.State, req, why).WithPath(nodeField).WithReason(node.State)
 }
 
 // workflowRunning reports whether the node's last workflow still runs.
@@ -396,7 +400,7 @@ func (s *Service) retry(tx *store.Tx, node store.Node) (store.Run, store.Node, e
 // metal.ensureRamdisk. A release or retire runs the pool's profile.
 func checkRetry(tx *store.Tx, node store.Node) (store.Run, error) {
 	if node.Failure == nil || node.Failure.RunID == "" {
-		return store.Run{}, proto.Errorf(proto.InvalidState, "node %s failed in no workflow (%s): release or retire it", node.ID, node.Transition).WithReason(node.State)
+		return store.Run{}, proto.Errorf(proto.InvalidState, "node %s failed in no workflow (%s): release or retire it", node.ID, node.Transition).WithPath(nodeField).WithReason(node.State)
 	}
 	failed, err := tx.Run(node.Failure.RunID)
 	if err != nil {
@@ -419,7 +423,7 @@ func checkRetry(tx *store.Tx, node store.Node) (store.Run, error) {
 		return failed, nil
 	}
 	return failed, proto.Errorf(proto.InvalidState, "node %s failed in workflow %s, which ran %s; pool %s's agent is %s now, whose %s does not run it: release or retire the node (`nodes release %s`), which runs the pool's profile",
-		node.ID, failed.ID, ran, pool.Name, agent, failed.Kind, node.ID).WithReason(node.State)
+		node.ID, failed.ID, ran, pool.Name, agent, failed.Kind, node.ID).WithPath(nodeField).WithReason(node.State)
 }
 
 // checkWiped refuses to deploy a node whose last release wiped no disk
@@ -437,7 +441,7 @@ func checkWiped(tx *store.Tx, node store.Node) error {
 		return err
 	}
 	return proto.Errorf(proto.InvalidState, "node %s's last release (workflow %s) wiped no disk, its pool running no agent then: its disks may hold what their last user left; commission it (`nodes commission %s`), which wipes them, then deploy",
-		node.ID, node.UnwipedRelease, node.ID).WithReason(node.State)
+		node.ID, node.UnwipedRelease, node.ID).WithPath(nodeField).WithReason(node.State)
 }
 
 // checkUsable refuses a stored profile version tenant may no longer start a workflow of:

@@ -59,7 +59,7 @@ func (s *Service) Remediate(tx *store.Tx, tenant, nodeID, profileID string, vers
 func (s *Service) remediate(tx *store.Tx, tenant, nodeID, profileID string, version int, reason string, automatic bool) (store.Run, store.Node, error) {
 	node, err := tx.Node(nodeID)
 	if err != nil || node.Tenant != tenant {
-		return store.Run{}, node, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath("nodeId")
+		return store.Run{}, node, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath(nodeField)
 	}
 	if !slices.Contains(remediationProfiles, profileID) {
 		return store.Run{}, node, proto.Errorf(proto.InvalidInput, "%s is not a remediation profile: use one of %s", proto.Quote(profileID), strings.Join(remediationProfiles, ", ")).WithPath("profile")

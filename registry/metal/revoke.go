@@ -39,13 +39,13 @@ type AgentsRevoked struct {
 func (s *Service) RevokeAgents(tx *store.Tx, tenant, nodeID, reason, by string) (AgentsRevoked, error) {
 	node, err := tx.Node(nodeID)
 	if err != nil || node.Tenant != tenant {
-		return AgentsRevoked{}, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath("nodeId")
+		return AgentsRevoked{}, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath(nodeField)
 	}
 	if reason, err = proto.OperatorReason(reason); err != nil {
 		return AgentsRevoked{}, err
 	}
 	if node.RevokedIdentity() != nil {
-		return AgentsRevoked{}, proto.Errorf(proto.InvalidState, "node %s is retired: its identity is revoked for good already", nodeID).WithReason(node.State)
+		return AgentsRevoked{}, proto.Errorf(proto.InvalidState, "node %s is retired: its identity is revoked for good already", nodeID).WithPath(nodeField).WithReason(node.State)
 	}
 	cut, err := cutOff(tx, node)
 	if err != nil {
